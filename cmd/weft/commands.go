@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/weftmesh/weft/node"
+	"github.com/weftmesh/weft/protocol/api"
+)
+
+// printJSON writes v as one line of JSON.
+func printJSON(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
+}
+
+func runVersion(_ context.Context, e *env, args []string) error {
+	if _, err := parse(e.flags("version"), args, 0); err != nil {
+		return err
+	}
+	fmt.Fprintln(e.stdout, "weft", node.Version)
+	return nil
+}
+
+func runID(ctx context.Context, e *env, args []string) error {
+	fs := e.flags("id")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if _, err := parse(fs, args, 0); err != nil {
+		return err
+	}
+	n, err := e.client().Node(ctx)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(e.stdout, struct {
+			ID    string   `json:"id"`
+			Addrs []string `json:"addrs"`
+		}{n.ID, n.Addrs})
+	}
+	fmt.Fprintln(e.stdout, n.ID)
+	for _, a := range n.Addrs {
+		fmt.Fprintln(e.stdout, " ", a)
+	}
+	return nil
+}
+
+func runPeers(ctx context.Context, e *env, args []string) error {
+	fs := e.flags("peers")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if _, err := parse(fs, args, 0); err != nil {
+		return err
+	}
+	peers, err := e.client().Peers(ctx)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(e.stdout, api.Peers{Peers: peers})
+	}
+	for _, p := range peers {
+		addr := ""
+		if len(p.Addrs) > 0 {
+			addr = p.Addrs[0]
+		}
+		fmt.Fprintf(e.stdout, "%s  %-8s %s\n", p.ID, p.Direction, addr)
+	}
+	return nil
+}
+
+func runConnect(ctx context.Context, e *env, args []string) error {
+	fs := e.flags("connect")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, err := parse(fs, args, 1)
+	if err != nil {
+		return err
+	}
+	p, err := e.client().Connect(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(e.stdout, p)
+	}
+	fmt.Fprintln(e.stdout, "connected to", p.ID)
+	return nil
+}
+
+func runJoin(ctx context.Context, e *env, args []string) error {
+	fs := e.flags("join")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, err := parse(fs, args, 1)
+	if err != nil {
+		return err
+	}
+	sp, err := e.client().Join(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(e.stdout, sp)
+	}
+	fmt.Fprintf(e.stdout, "joined %s (%s)\n", sp.Name, sp.ID)
+	return nil
+}
+
+func runSpaces(ctx context.Context, e *env, args []string) error {
+	fs := e.flags("spaces")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if _, err := parse(fs, args, 0); err != nil {
+		return err
+	}
+	spaces, err := e.client().Spaces(ctx)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(e.stdout, api.Spaces{Spaces: spaces})
+	}
+	for _, sp := range spaces {
+		fmt.Fprintf(e.stdout, "%-20s %6d messages  %3d peers  %s\n", sp.Name, sp.Messages, sp.Peers, sp.ID)
+	}
+	return nil
+}
+
+func runLeave(ctx context.Context, e *env, args []string) error {
+	pos, err := parse(e.flags("leave"), args, 1)
+	if err != nil {
+		return err
+	}
+	if err := e.client().Leave(ctx, pos[0]); err != nil {
+		return err
+	}
+	fmt.Fprintln(e.stdout, "left", pos[0])
+	return nil
+}

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/weftmesh/weft/node"
+)
+
+func runDaemon(ctx context.Context, e *env, args []string) error {
+	fs := e.flags("daemon")
+	var listen, bootstrap stringList
+	fs.Var(&listen, "listen", "libp2p listen multiaddr (repeatable; default all interfaces, random TCP and QUIC ports)")
+	fs.Var(&bootstrap, "bootstrap", "peer to join the mesh through, a multiaddr ending in /p2p/ID (repeatable)")
+	noMDNS := fs.Bool("no-mdns", false, "do not discover peers on the LAN with mDNS")
+	dhtMode := fs.String("dht-mode", "server", "Kademlia DHT mode: server, client or auto")
+	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	if _, err := parse(fs, args, 0); err != nil {
+		return err
+	}
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(*level)); err != nil {
+		return usageError{fmt.Sprintf("bad --log-level %q", *level)}
+	}
+	cfg := node.Default()
+	cfg.Home = e.home
+	cfg.Listen = listen
+	cfg.Bootstrap = bootstrap
+	cfg.MDNS = !*noMDNS
+	cfg.DHTMode = *dhtMode
+	cfg.Logger = slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: lv}))
+	n, err := node.New(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- n.Serve() }()
+	select {
+	case <-ctx.Done():
+		cfg.Logger.Info("shutting down")
+	case err = <-errc:
+	}
+	if cerr := n.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

@@ -1,0 +1,153 @@
+// Command weft is the weft daemon and its command-line client.
+//
+//	weft daemon [--listen MULTIADDR]... [--bootstrap MULTIADDR]... [--no-mdns]
+//	weft demo
+//	weft id | peers | connect | join | spaces | leave | send | read | show
+//
+// Every command takes --home DIR (default $WEFT_HOME, else ~/.weft). Results
+// go to stdout (as JSON with --json, where fields are only ever added),
+// diagnostics to stderr; on failure a one-line error and a non-zero exit.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/weftmesh/weft/node/client"
+)
+
+// command is one subcommand.
+type command struct {
+	name  string
+	args  string // usage after the name
+	short string
+	run   func(ctx context.Context, env *env, args []string) error
+}
+
+// env is what every command gets: its streams and the client of the home's daemon.
+type env struct {
+	stdout, stderr io.Writer
+	home           string
+}
+
+func (e *env) client() *client.Client { return &client.Client{Home: e.home} }
+
+// usageError is a mistake in how the command was called (exit 2).
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func commands() []command {
+	return []command{
+		{"daemon", "[--listen MULTIADDR]... [--bootstrap MULTIADDR]... [--no-mdns]", "run the weft daemon (a libp2p node with the local API)", runDaemon},
+		{"demo", "[--nodes N]", "start a small local mesh of real daemons and watch them talk", runDemo},
+		{"id", "[--json]", "this node's peer ID and addresses", runID},
+		{"peers", "[--json]", "connected peers", runPeers},
+		{"connect", "MULTIADDR", "connect to a peer (multiaddr ending in /p2p/ID)", runConnect},
+		{"join", "NAME [--json]", "join a space (idempotent)", runJoin},
+		{"spaces", "[--json]", "joined spaces", runSpaces},
+		{"leave", "NAME", "leave a space", runLeave},
+		{"send", "NAME (--text TEXT | --json OBJECT) [--type T] [--ref ID]... [--to PEER]... [--ttl SECONDS] [--meta K=V]...", "send a message; prints its ID", runSend},
+		{"read", "NAME [--after CURSOR] [--limit N] [--follow] [--json]", "read a space (replay, then follow with --follow)", runRead},
+		{"show", "ID [--json]", "show one message", runShow},
+		{"version", "", "print the version", runVersion},
+	}
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		usage(stdout)
+		return 0
+	}
+	cmds := commands()
+	for _, c := range cmds {
+		if c.name != args[0] {
+			continue
+		}
+		e := &env{stdout: stdout, stderr: stderr, home: client.DefaultHome()}
+		err := c.run(ctx, e, args[1:])
+		var ue usageError
+		switch {
+		case err == nil:
+			return 0
+		case errors.Is(err, flag.ErrHelp):
+			return 0
+		case errors.As(err, &ue):
+			fmt.Fprintf(stderr, "weft %s: %s\nusage: weft %s %s\n", c.name, ue.msg, c.name, c.args)
+			return 2
+		case errors.Is(err, context.Canceled) && ctx.Err() != nil:
+			return 130
+		default:
+			fmt.Fprintf(stderr, "weft %s: %s\n", c.name, oneLine(err.Error()))
+			return 1
+		}
+	}
+	fmt.Fprintf(stderr, "weft: unknown command %q (see weft help)\n", args[0])
+	return 2
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "weft: a peer-to-peer mesh for AI agents, with no server.")
+	fmt.Fprintln(w, "\nusage: weft COMMAND [flags]   (every command takes --home DIR; default $WEFT_HOME or ~/.weft)")
+	fmt.Fprintln(w)
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.short)
+	}
+	fmt.Fprintln(w, "\nweft COMMAND --help shows a command's flags.")
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// flags returns a flag set for a command with the flags every command has.
+func (e *env) flags(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet("weft "+name, flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	fs.StringVar(&e.home, "home", e.home, "data dir of the daemon (default $WEFT_HOME or ~/.weft)")
+	return fs
+}
+
+// parse parses flags anywhere among the arguments and returns the
+// positional ones; want is how many positionals the command takes.
+func parse(fs *flag.FlagSet, args []string, want int) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, usageError{err.Error()}
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			break
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+	if len(pos) != want {
+		if want == 0 {
+			return nil, usageError{fmt.Sprintf("unexpected argument %q", pos[0])}
+		}
+		return nil, usageError{fmt.Sprintf("want %d argument(s), got %d", want, len(pos))}
+	}
+	return pos, nil
+}
+
+// strings is a repeatable string flag.
+type stringList []string
+
+func (s *stringList) String() string     { return strings.Join(*s, ",") }
+func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/weftmesh/weft/protocol/api"
+)
+
+func runRead(ctx context.Context, e *env, args []string) error {
+	fs := e.flags("read")
+	after := fs.String("after", "", "start after this cursor (each message's \"cursor\")")
+	limit := fs.Int("limit", 0, "at most N messages (default all)")
+	follow := fs.Bool("follow", false, "after the stored messages, keep printing new ones as they arrive")
+	asJSON := fs.Bool("json", false, "print one JSON message object per line")
+	pos, err := parse(fs, args, 1)
+	if err != nil {
+		return err
+	}
+	if *limit < 0 {
+		return usageError{"--limit must not be negative"}
+	}
+	print := func(m api.Message) error {
+		if *asJSON {
+			return printJSON(e.stdout, m)
+		}
+		return printMessage(e.stdout, m)
+	}
+	c := e.client()
+	if *follow {
+		n := 0
+		err := c.Follow(ctx, pos[0], *after, func(m api.Message) error {
+			if err := print(m); err != nil {
+				return err
+			}
+			n++
+			if *limit > 0 && n >= *limit {
+				return errDone
+			}
+			return nil
+		})
+		if err == errDone || (err == context.Canceled && ctx.Err() != nil) {
+			return nil
+		}
+		return err
+	}
+	cursor, n := *after, 0
+	for {
+		want := 1000
+		if *limit > 0 {
+			want = min(want, *limit-n)
+		}
+		page, err := c.Read(ctx, pos[0], cursor, want)
+		if err != nil {
+			return err
+		}
+		for _, m := range page.Messages {
+			if err := print(m); err != nil {
+				return err
+			}
+		}
+		n += len(page.Messages)
+		cursor = page.Next
+		if len(page.Messages) < want || (*limit > 0 && n >= *limit) {
+			return nil
+		}
+	}
+}
+
+var errDone = fmt.Errorf("done")
+
+// printMessage writes a message for a person: time, sender, type, content.
+func printMessage(w io.Writer, m api.Message) error {
+	var body struct {
+		Text *string `json:"text"`
+	}
+	content := string(m.Content)
+	if json.Unmarshal(m.Content, &body) == nil && body.Text != nil {
+		content = *body.Text
+	}
+	from := m.From
+	if len(from) > 12 {
+		from = "…" + from[len(from)-8:]
+	}
+	_, err := fmt.Fprintf(w, "%s  %s  [%s]  %s\n", m.CreatedAt.Local().Format(time.TimeOnly), from, m.Type, content)
+	return err
+}
+
+func runShow(ctx context.Context, e *env, args []string) error {
+	fs := e.flags("show")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, err := parse(fs, args, 1)
+	if err != nil {
+		return err
+	}
+	m, err := e.client().Message(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(e.stdout, m)
+	}
+	fmt.Fprintf(e.stdout, "id:       %s\nspace:    %s\nfrom:     %s\ncreated:  %s\ntype:     %s\n",
+		m.ID, m.Space, m.From, m.CreatedAt.Format(time.RFC3339Nano), m.Type)
+	for _, p := range m.Prev {
+		fmt.Fprintf(e.stdout, "prev:     %s\n", p)
+	}
+	if m.Refs != nil {
+		for _, r := range m.Refs.Messages {
+			fmt.Fprintf(e.stdout, "reply-to: %s\n", r)
+		}
+		for _, r := range m.Refs.Nodes {
+			fmt.Fprintf(e.stdout, "to:       %s\n", r)
+		}
+	}
+	for k, v := range m.Meta {
+		fmt.Fprintf(e.stdout, "meta:     %s=%s\n", k, v)
+	}
+	fmt.Fprintf(e.stdout, "content:  %s\n", m.Content)
+	return nil
+}

@@ -1,0 +1,183 @@
+package mesh
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// Discovery timing.
+const (
+	dialTimeout = 15 * time.Second
+	// rtWait bounds how long bootstrapLoop waits for identify to put the
+	// bootstrap peers into the DHT routing table before refreshing it.
+	rtWait = 10 * time.Second
+	// Rendezvous: look for space members every findFast for the first
+	// findFastRounds rounds, then back off by doubling up to findSlow.
+	findFirst      = 2 * time.Second
+	findFast       = 10 * time.Second
+	findFastRounds = 6
+	findSlow       = time.Minute
+	findTimeout    = 30 * time.Second
+	// Advertising fails until the DHT has a peer; retry from advRetryMin,
+	// doubling up to advRetryMax.
+	advRetryMin = 2 * time.Second
+	advRetryMax = time.Minute
+	// advMaxWait caps the wait between successful advertisements.
+	advMaxWait = time.Hour
+)
+
+// peerFoundFunc adapts a function to mdns.Notifee.
+type peerFoundFunc func(peer.AddrInfo)
+
+func (f peerFoundFunc) HandlePeerFound(ai peer.AddrInfo) { f(ai) }
+
+// connectFound dials a peer found by discovery unless it is this node or
+// already connected.
+func (m *Mesh) connectFound(ctx context.Context, ai peer.AddrInfo, via string) {
+	if ai.ID == m.h.ID() || m.h.Network().Connectedness(ai.ID) == network.Connected {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	defer cancel()
+	if len(ai.Addrs) == 0 && len(m.h.Peerstore().Addrs(ai.ID)) == 0 {
+		found, err := m.dht.FindPeer(ctx, ai.ID)
+		if err != nil {
+			m.log.Debug("no addresses for discovered peer", "peer", ai.ID, "via", via, "err", err)
+			return
+		}
+		ai = found
+	}
+	if err := m.h.Connect(ctx, ai); err != nil {
+		m.log.Debug("connect to discovered peer failed", "peer", ai.ID, "via", via, "err", err)
+		return
+	}
+	m.log.Debug("connected to discovered peer", "peer", ai.ID, "via", via)
+}
+
+// bootstrapLoop dials the bootstrap peers, protects them in the connection
+// manager, and refreshes the DHT routing table as soon as identify has put
+// them in it, so that a small mesh finds its members within seconds instead
+// of at the DHT's first periodic refresh. Later reconnection is the DHT's
+// own job (it redials bootstrap peers when its routing table runs empty).
+func (m *Mesh) bootstrapLoop(ctx context.Context) {
+	if len(m.bootstrap) == 0 {
+		return
+	}
+	var wg sync.WaitGroup
+	for _, ai := range m.bootstrap {
+		if ai.ID == m.h.ID() {
+			continue
+		}
+		m.h.ConnManager().Protect(ai.ID, tagBootstrap)
+		wg.Go(func() {
+			dctx, cancel := context.WithTimeout(ctx, dialTimeout)
+			defer cancel()
+			if err := m.h.Connect(dctx, ai); err != nil {
+				if ctx.Err() == nil {
+					m.log.Warn("bootstrap peer unreachable", "peer", ai.ID, "addrs", ai.Addrs, "err", err)
+				}
+				return
+			}
+			m.log.Debug("connected to bootstrap peer", "peer", ai.ID)
+		})
+	}
+	wg.Wait()
+
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(rtWait)
+	for m.dht.RoutingTable().Size() == 0 {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+	select {
+	case err := <-m.dht.RefreshRoutingTable():
+		if err != nil && ctx.Err() == nil {
+			m.log.Debug("dht refresh", "err", err)
+		}
+	case <-ctx.Done():
+	}
+}
+
+// advertiseLoop keeps this node advertised under the rendezvous namespace
+// ns until ctx ends. Until the DHT has a peer, advertising fails; it retries
+// quietly.
+func (m *Mesh) advertiseLoop(ctx context.Context, ns string) {
+	retry := advRetryMin
+	for {
+		var wait time.Duration
+		ttl, err := m.disc.Advertise(ctx, ns)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			m.log.Debug("rendezvous advertise failed; will retry", "ns", ns, "in", retry, "err", err)
+			wait = retry
+			retry = min(2*retry, advRetryMax)
+		} else {
+			m.log.Debug("advertised", "ns", ns, "ttl", ttl)
+			wait = min(7*ttl/8, advMaxWait)
+			retry = advRetryMin
+		}
+		if !sleep(ctx, wait) {
+			return
+		}
+	}
+}
+
+// findLoop looks up the members of rendezvous namespace ns and connects to
+// those not yet connected, until ctx ends.
+func (m *Mesh) findLoop(ctx context.Context, ns string) {
+	wait := findFirst
+	for round := 0; ; round++ {
+		if !sleep(ctx, wait) {
+			return
+		}
+		m.findOnce(ctx, ns)
+		switch {
+		case round < findFastRounds:
+			wait = findFast
+		default:
+			wait = min(2*wait, findSlow)
+		}
+	}
+}
+
+func (m *Mesh) findOnce(ctx context.Context, ns string) {
+	fctx, cancel := context.WithTimeout(ctx, findTimeout)
+	defer cancel()
+	ch, err := m.disc.FindPeers(fctx, ns)
+	if err != nil {
+		m.log.Debug("rendezvous find failed", "ns", ns, "err", err)
+		return
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for ai := range ch {
+		if ai.ID == m.h.ID() || m.h.Network().Connectedness(ai.ID) == network.Connected {
+			continue
+		}
+		wg.Go(func() { m.connectFound(ctx, ai, "rendezvous") })
+	}
+}
+
+// sleep waits for d or until ctx ends, reporting whether d elapsed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -1,0 +1,270 @@
+package mesh
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	dht "github.com/libp2p/go-libp2p-kad-dht"
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/event"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/discovery/mdns"
+	drouting "github.com/libp2p/go-libp2p/p2p/discovery/routing"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/weftmesh/weft/protocol"
+)
+
+// Connection-manager protection tags.
+const (
+	tagBootstrap = "weft-bootstrap"
+	tagManual    = "weft-manual"
+)
+
+// ErrClosed is returned by operations on a closed Mesh.
+var ErrClosed = errors.New("mesh closed")
+
+// ErrNotJoined is returned by Publish for a space this node has not joined.
+var ErrNotJoined = errors.New("space not joined")
+
+// Mesh is a running weft libp2p node. Its methods are safe for concurrent use.
+type Mesh struct {
+	h         host.Host
+	dht       *dht.IpfsDHT
+	disc      *drouting.RoutingDiscovery
+	ps        *pubsub.PubSub
+	mdns      mdns.Service // nil unless Config.MDNS
+	idSub     event.Subscription
+	log       *slog.Logger
+	now       func() time.Time
+	lim       protocol.Limits
+	bootstrap []peer.AddrInfo
+
+	cancel context.CancelFunc // stops everything started in New
+	wg     sync.WaitGroup
+
+	opMu   sync.Mutex // serializes JoinSpace, LeaveSpace and Close
+	mu     sync.RWMutex
+	spaces map[protocol.ID]*space
+	hooks  []func(peer.ID, []ma.Multiaddr)
+	closed bool
+}
+
+// PeerInfo describes a connected peer.
+type PeerInfo struct {
+	ID        peer.ID
+	Addrs     []ma.Multiaddr // remote addresses of the open connections
+	Direction string         // "inbound" or "outbound": of the first open connection
+}
+
+// New starts a mesh node with identity key. ctx bounds construction only;
+// the node runs until Close. Bootstrap peers are dialled in the background,
+// so New does not fail when they are unreachable.
+func New(ctx context.Context, key crypto.PrivKey, cfg Config) (_ *Mesh, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	boot, _ := parseBootstrap(cfg.Bootstrap) // checked by Validate
+	mode, _ := dhtMode(cfg.DHTMode)
+
+	h, err := newHost(key, cfg)
+	if err != nil {
+		return nil, err
+	}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	m := &Mesh{
+		h:         h,
+		log:       cfg.Logger,
+		now:       cfg.Now,
+		lim:       cfg.Limits,
+		bootstrap: boot,
+		cancel:    cancel,
+		spaces:    make(map[protocol.ID]*space),
+	}
+	defer func() {
+		if err != nil {
+			m.shutdown()
+		}
+	}()
+
+	// Subscribe before anything can connect, so no identification is missed.
+	m.idSub, err = h.EventBus().Subscribe(new(event.EvtPeerIdentificationCompleted))
+	if err != nil {
+		return nil, fmt.Errorf("event bus: %w", err)
+	}
+	m.wg.Go(func() { m.identifiedLoop(runCtx) })
+
+	m.dht, err = dht.New(h,
+		dht.ProtocolPrefix(protocol.DHTPrefix),
+		dht.Mode(mode),
+		dht.BootstrapPeers(boot...),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("dht: %w", err)
+	}
+	if err := m.dht.Bootstrap(runCtx); err != nil {
+		return nil, fmt.Errorf("dht bootstrap: %w", err)
+	}
+	m.disc = drouting.NewRoutingDiscovery(m.dht)
+
+	m.ps, err = newPubSub(runCtx, h, cfg.Logger)
+	if err != nil {
+		return nil, fmt.Errorf("gossipsub: %w", err)
+	}
+
+	if cfg.MDNS {
+		m.mdns = mdns.NewMdnsService(h, protocol.MDNSService, peerFoundFunc(func(ai peer.AddrInfo) {
+			m.wg.Go(func() { m.connectFound(runCtx, ai, "mdns") })
+		}))
+		if err := m.mdns.Start(); err != nil {
+			m.mdns = nil
+			return nil, fmt.Errorf("mdns: %w", err)
+		}
+	}
+
+	m.wg.Go(func() { m.bootstrapLoop(runCtx) })
+	m.log.Info("mesh started", "id", h.ID(), "addrs", h.Addrs(), "dht_mode", cfg.DHTMode, "mdns", cfg.MDNS)
+	return m, nil
+}
+
+// Close leaves every space, stops discovery, and closes the DHT, mDNS and the
+// host. It is safe to call more than once.
+func (m *Mesh) Close() error {
+	m.opMu.Lock()
+	defer m.opMu.Unlock()
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closed = true
+	spaces := m.spaces
+	m.spaces = make(map[protocol.ID]*space)
+	m.mu.Unlock()
+
+	var errs []error
+	for _, s := range spaces {
+		errs = append(errs, m.stopSpace(s))
+	}
+	errs = append(errs, m.shutdown())
+	return errors.Join(errs...)
+}
+
+// shutdown stops what New started, in reverse order.
+func (m *Mesh) shutdown() error {
+	m.cancel() // stops the loops and gossipsub
+	var errs []error
+	if m.mdns != nil {
+		errs = append(errs, m.mdns.Close())
+	}
+	if m.idSub != nil {
+		errs = append(errs, m.idSub.Close())
+	}
+	m.wg.Wait()
+	if m.dht != nil {
+		errs = append(errs, m.dht.Close())
+	}
+	errs = append(errs, m.h.Close())
+	return errors.Join(errs...)
+}
+
+// ID returns this node's peer ID.
+func (m *Mesh) ID() peer.ID { return m.h.ID() }
+
+// Host returns the libp2p host, for protocols built on top of the mesh.
+func (m *Mesh) Host() host.Host { return m.h }
+
+// Addrs returns this node's listen addresses, each ending in /p2p/<id>.
+func (m *Mesh) Addrs() []ma.Multiaddr {
+	addrs, err := peer.AddrInfoToP2pAddrs(&peer.AddrInfo{ID: m.h.ID(), Addrs: m.h.Addrs()})
+	if err != nil { // only for an invalid ID
+		return nil
+	}
+	return addrs
+}
+
+// Peers returns the peers this node has open connections to.
+func (m *Mesh) Peers() []PeerInfo {
+	net := m.h.Network()
+	var out []PeerInfo
+	for _, p := range net.Peers() {
+		conns := net.ConnsToPeer(p)
+		if len(conns) == 0 {
+			continue
+		}
+		pi := PeerInfo{ID: p, Direction: direction(conns[0].Stat().Direction)}
+		for _, c := range conns {
+			pi.Addrs = append(pi.Addrs, c.RemoteMultiaddr())
+		}
+		out = append(out, pi)
+	}
+	return out
+}
+
+func direction(d network.Direction) string {
+	switch d {
+	case network.DirInbound:
+		return "inbound"
+	case network.DirOutbound:
+		return "outbound"
+	}
+	return "unknown"
+}
+
+// Connect dials the peer at addr, which must end in /p2p/<id>, and protects
+// the connection from the connection manager's trimming.
+func (m *Mesh) Connect(ctx context.Context, addr ma.Multiaddr) (peer.ID, error) {
+	ai, err := peer.AddrInfoFromP2pAddr(addr)
+	if err != nil {
+		return "", fmt.Errorf("connect %s: address must end in /p2p/<peer id>: %w", addr, err)
+	}
+	if ai.ID == m.h.ID() {
+		return "", fmt.Errorf("connect %s: that is this node", addr)
+	}
+	if err := m.h.Connect(ctx, *ai); err != nil {
+		return "", fmt.Errorf("connect %s: %w", addr, err)
+	}
+	m.h.ConnManager().Protect(ai.ID, tagManual)
+	return ai.ID, nil
+}
+
+// OnPeerConnected registers f to be called, once identify has completed,
+// for every peer this node connects to, with the addresses that peer says it
+// listens on (dialable later, unlike an inbound connection's remote port).
+// f runs on one event goroutine shared by all hooks: it must not block.
+func (m *Mesh) OnPeerConnected(f func(peer.ID, []ma.Multiaddr)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.hooks = append(m.hooks, f)
+}
+
+// identifiedLoop feeds identify events to the OnPeerConnected hooks.
+func (m *Mesh) identifiedLoop(ctx context.Context) {
+	for {
+		var e any
+		var ok bool
+		select {
+		case e, ok = <-m.idSub.Out():
+			if !ok {
+				return
+			}
+		case <-ctx.Done():
+			return
+		}
+		ev := e.(event.EvtPeerIdentificationCompleted)
+		m.mu.RLock()
+		hooks := m.hooks
+		m.mu.RUnlock()
+		for _, f := range hooks {
+			f(ev.Peer, ev.ListenAddrs)
+		}
+	}
+}

@@ -1,0 +1,186 @@
+package node
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/weftmesh/weft/protocol"
+	"github.com/weftmesh/weft/protocol/api"
+	"github.com/weftmesh/weft/store"
+)
+
+// Bounds of the local API.
+const (
+	defaultPageSize = 100
+	maxPageSize     = 1000
+	maxSmallBody    = 64 << 10 // bodies other than a message send
+	maxSpaceName    = 128
+)
+
+// Handler returns the local API: JSON over HTTP under /v1.
+func (n *Node) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/node", n.handleNode)
+	mux.HandleFunc("GET /v1/peers", n.handlePeers)
+	mux.HandleFunc("POST /v1/peers", n.handleConnect)
+	mux.HandleFunc("GET /v1/spaces", n.handleSpaces)
+	mux.HandleFunc("POST /v1/spaces", n.handleJoin)
+	mux.HandleFunc("DELETE /v1/spaces/{space}", n.handleLeave)
+	mux.HandleFunc("GET /v1/spaces/{space}", n.handleSpace)
+	mux.HandleFunc("POST /v1/spaces/{space}/messages", n.handleSend)
+	mux.HandleFunc("GET /v1/spaces/{space}/messages", n.handleRead)
+	mux.HandleFunc("GET /v1/spaces/{space}/events", n.handleEvents)
+	mux.HandleFunc("GET /v1/messages/{id}", n.handleMessage)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, api.CodeNotFound, "no route "+r.Method+" "+r.URL.Path)
+	})
+	return refuseBrowsers(jsonMethodErrors(mux))
+}
+
+// refuseBrowsers turns away requests a web page could make: a browser sets
+// Origin or Referer, a local agent does not.
+func refuseBrowsers(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Origin") != "" || r.Header.Get("Referer") != "" {
+			writeError(w, http.StatusForbidden, api.CodeForbidden, "requests from browsers (Origin or Referer set) are refused")
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// jsonMethodErrors answers a known path asked with the wrong method with a
+// JSON 405 (the catch-all route would otherwise say 404).
+func jsonMethodErrors(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, pattern := mux.Handler(r); pattern == "/" {
+			// Only the catch-all matched: a 405 if the path exists for another method.
+			for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodDelete} {
+				probe := r.Clone(r.Context())
+				probe.Method = m
+				if _, p := mux.Handler(probe); p != "" && p != "/" {
+					writeError(w, http.StatusMethodNotAllowed, api.CodeMethod, r.Method+" is not supported on "+r.URL.Path)
+					return
+				}
+			}
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, api.Error{Error: api.ErrorBody{Code: code, Message: msg}})
+}
+
+// writeProtocolError answers a validation failure of a message.
+func writeProtocolError(w http.ResponseWriter, err error) {
+	status := http.StatusUnprocessableEntity
+	if errors.Is(err, protocol.ErrTooLarge) {
+		status = http.StatusRequestEntityTooLarge
+	}
+	writeError(w, status, protocol.Code(err), err.Error())
+}
+
+// decodeBody reads one JSON value of at most limit bytes into v.
+func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
+	err := dec.Decode(v)
+	if err == nil {
+		if _, terr := dec.Token(); terr != io.EOF {
+			err = errors.New("data after the JSON value")
+		}
+	}
+	var tooBig *http.MaxBytesError
+	switch {
+	case err == nil:
+		return true
+	case errors.As(err, &tooBig):
+		writeError(w, http.StatusRequestEntityTooLarge, api.CodeTooLarge, fmt.Sprintf("request body over %d bytes", limit))
+	case errors.Is(err, io.EOF):
+		writeError(w, http.StatusBadRequest, api.CodeBadRequest, "empty request body: want a JSON object")
+	default:
+		writeError(w, http.StatusBadRequest, api.CodeBadRequest, "malformed JSON: "+err.Error())
+	}
+	return false
+}
+
+// checkSpaceName reports whether name can name a space.
+func checkSpaceName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("space name is empty")
+	case len(name) > maxSpaceName:
+		return fmt.Errorf("space name is over %d bytes", maxSpaceName)
+	case strings.ContainsAny(name, "/\\") || strings.IndexFunc(name, func(r rune) bool { return r < 0x20 || r == 0x7f }) >= 0:
+		return errors.New("space name must not contain '/', '\\' or control characters")
+	}
+	return nil
+}
+
+// space resolves the {space} path value (a joined space's name or ID) or
+// answers 404.
+func (n *Node) space(w http.ResponseWriter, r *http.Request) (store.Space, bool) {
+	s := r.PathValue("space")
+	if id, err := protocol.ParseID(s); err == nil {
+		if sp, err := n.store.Space(id); err == nil {
+			return sp, true
+		}
+	}
+	sp, err := n.store.Space(protocol.SpaceID(s))
+	switch {
+	case err == nil:
+		return sp, true
+	case errors.Is(err, store.ErrNotFound):
+		writeError(w, http.StatusNotFound, api.CodeUnknownSpace, fmt.Sprintf("unknown space %q: join it first", s))
+	default:
+		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, err.Error())
+	}
+	return store.Space{}, false
+}
+
+// apiMessage shows a stored message.
+func apiMessage(m *protocol.Message, cur store.Cursor) api.Message {
+	out := api.Message{
+		ID:        m.ID.String(),
+		V:         m.V,
+		Space:     m.Space.String(),
+		From:      m.From,
+		CreatedAt: m.Created().UTC(),
+		Type:      m.Type,
+		TTL:       m.TTL,
+		Meta:      m.Meta,
+		Content:   m.Content,
+		Sig:       base64.StdEncoding.EncodeToString(m.Sig),
+		Cursor:    cur.String(),
+	}
+	for _, p := range m.Prev {
+		out.Prev = append(out.Prev, p.String())
+	}
+	if !m.Refs.IsZero() {
+		out.Refs = &api.Refs{Nodes: m.Refs.Nodes}
+		for _, id := range m.Refs.Messages {
+			out.Refs.Messages = append(out.Refs.Messages, id.String())
+		}
+	}
+	return out
+}
+
+// entryMessage decodes a stored entry for the API.
+func (n *Node) entryMessage(e store.Entry) (api.Message, error) {
+	m, err := protocol.Decode(e.Raw, protocol.DefaultLimits())
+	if err != nil {
+		return api.Message{}, fmt.Errorf("stored message %s: %w", e.ID, err)
+	}
+	return apiMessage(m, e.Cursor), nil
+}

@@ -1,0 +1,5 @@
+package client
+
+import "syscall"
+
+var errConnRefused error = syscall.ECONNREFUSED

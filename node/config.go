@@ -1,0 +1,57 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+
+	"github.com/weftmesh/weft/node/client"
+	"github.com/weftmesh/weft/protocol"
+)
+
+// Version is the daemon's version, reported by GET /v1/node.
+var Version = "0.1.0-dev"
+
+// Config configures a daemon.
+type Config struct {
+	Home      string   // data dir: identity, store, socket
+	Listen    []string // libp2p listen multiaddrs; empty = all interfaces, random ports
+	Bootstrap []string // peers to connect at start (multiaddrs with /p2p/ID)
+	MDNS      bool     // LAN discovery
+	DHTMode   string   // "server", "client" or "auto"
+	Limits    protocol.Limits
+	Logger    *slog.Logger
+}
+
+// Default returns the configuration of `weft daemon` without flags.
+func Default() Config {
+	return Config{
+		Home:    client.DefaultHome(),
+		MDNS:    true,
+		DHTMode: "server",
+		Limits:  protocol.DefaultLimits(),
+	}
+}
+
+// Validate reports whether c is usable.
+func (c Config) Validate() error {
+	if c.Home == "" {
+		return errors.New("config: no home directory")
+	}
+	if err := c.Limits.Validate(); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	switch c.DHTMode {
+	case "server", "client", "auto":
+	default:
+		return fmt.Errorf("config: dht mode %q: want server, client or auto", c.DHTMode)
+	}
+	return nil
+}
+
+// SocketPath returns the socket the daemon serves its API on.
+func (c Config) SocketPath() string { return filepath.Join(c.Home, client.SocketName) }
+
+func (c Config) identityPath() string { return filepath.Join(c.Home, "identity.key") }
+func (c Config) storeDir() string     { return filepath.Join(c.Home, "store") }

@@ -1,0 +1,96 @@
+package node
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/weftmesh/weft/protocol/api"
+	"github.com/weftmesh/weft/store"
+)
+
+// SSE tuning.
+const (
+	eventBatch     = 256              // messages read from the store per round
+	keepAlive      = 15 * time.Second // comment line sent to an idle stream
+	eventWriteWait = time.Minute      // a reader that takes longer for one write is cut off
+)
+
+// handleEvents streams a space as server-sent events: everything after the
+// cursor (?after= or the Last-Event-ID header), then each new message as it
+// is stored. Each event's id is the message's cursor. The stream reads from
+// the store, never from a buffer: a slow reader falls behind but loses
+// nothing, and a reconnect with Last-Event-ID resumes exactly.
+func (n *Node) handleEvents(w http.ResponseWriter, r *http.Request) {
+	sp, ok := n.space(w, r)
+	if !ok {
+		return
+	}
+	from := r.URL.Query().Get("after")
+	if id := r.Header.Get("Last-Event-ID"); id != "" {
+		from = id
+	}
+	after, err := store.ParseCursor(from)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, api.CodeBadCursor, "bad cursor "+strconv.Quote(from))
+		return
+	}
+	rc := http.NewResponseController(w)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	write := func(s string) bool {
+		_ = rc.SetWriteDeadline(time.Now().Add(eventWriteWait))
+		if _, err := w.Write([]byte(s)); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+	if !write(": stream of " + sp.Name + "\n\n") {
+		return
+	}
+	tick := time.NewTicker(keepAlive)
+	defer tick.Stop()
+	ctx := r.Context()
+	for {
+		changed := n.store.Changed(sp.ID)
+		entries, next, err := n.store.Read(sp.ID, after, eventBatch)
+		if err != nil {
+			write("event: error\ndata: " + strconv.Quote(err.Error()) + "\n\n")
+			return
+		}
+		var buf []byte
+		for _, e := range entries {
+			m, err := n.entryMessage(e)
+			if err != nil {
+				n.log.Warn("event stream", "err", err)
+				continue
+			}
+			data, err := json.Marshal(m)
+			if err != nil {
+				continue
+			}
+			buf = fmt.Appendf(buf, "id: %s\nevent: message\ndata: %s\n\n", e.Cursor, data)
+		}
+		if len(buf) > 0 && !write(string(buf)) {
+			return
+		}
+		after = next
+		if len(entries) == eventBatch {
+			continue
+		}
+		select {
+		case <-changed:
+		case <-tick.C:
+			if !write(": keep-alive\n\n") {
+				return
+			}
+		case <-ctx.Done():
+			return
+		}
+	}
+}

@@ -1,0 +1,221 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/weftmesh/weft/protocol"
+	"github.com/weftmesh/weft/protocol/api"
+	"github.com/weftmesh/weft/store"
+)
+
+func (n *Node) handleNode(w http.ResponseWriter, r *http.Request) {
+	out := api.Node{ID: n.mesh.ID().String(), Version: Version, Home: n.cfg.Home, Addrs: []string{}}
+	for _, a := range n.mesh.Addrs() {
+		out.Addrs = append(out.Addrs, a.String())
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (n *Node) handlePeers(w http.ResponseWriter, r *http.Request) {
+	out := api.Peers{Peers: []api.Peer{}}
+	for _, p := range n.mesh.Peers() {
+		ap := api.Peer{ID: p.ID.String(), Direction: p.Direction, Addrs: []string{}}
+		for _, a := range p.Addrs {
+			ap.Addrs = append(ap.Addrs, a.String())
+		}
+		out.Peers = append(out.Peers, ap)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (n *Node) handleConnect(w http.ResponseWriter, r *http.Request) {
+	var req api.ConnectRequest
+	if !decodeBody(w, r, maxSmallBody, &req) {
+		return
+	}
+	addr, err := ma.NewMultiaddr(strings.TrimSpace(req.Addr))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, api.CodeBadAddr, "bad multiaddr "+strconv.Quote(req.Addr)+": "+err.Error())
+		return
+	}
+	if _, err := addr.ValueForProtocol(ma.P_P2P); err != nil {
+		writeError(w, http.StatusBadRequest, api.CodeBadAddr, "multiaddr "+strconv.Quote(req.Addr)+" must end in /p2p/<peer id>")
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 15*time.Second)
+	defer cancel()
+	id, err := n.mesh.Connect(ctx, addr)
+	if err != nil {
+		writeError(w, http.StatusBadGateway, api.CodeConnectFailed, "connect to "+req.Addr+": "+err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, api.Peer{ID: id.String(), Addrs: []string{addr.String()}, Direction: "outbound"})
+}
+
+func (n *Node) apiSpace(sp store.Space) api.Space {
+	out := api.Space{ID: sp.ID.String(), Name: sp.Name, JoinedAt: sp.JoinedAt.UTC(), Peers: len(n.mesh.SpacePeers(sp.ID))}
+	if c, err := n.store.Count(sp.ID); err == nil {
+		out.Messages = c
+	}
+	return out
+}
+
+func (n *Node) handleSpaces(w http.ResponseWriter, r *http.Request) {
+	spaces, err := n.store.Spaces()
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, err.Error())
+		return
+	}
+	out := api.Spaces{Spaces: []api.Space{}}
+	for _, sp := range spaces {
+		out.Spaces = append(out.Spaces, n.apiSpace(sp))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (n *Node) handleSpace(w http.ResponseWriter, r *http.Request) {
+	if sp, ok := n.space(w, r); ok {
+		writeJSON(w, http.StatusOK, n.apiSpace(sp))
+	}
+}
+
+func (n *Node) handleJoin(w http.ResponseWriter, r *http.Request) {
+	var req api.JoinRequest
+	if !decodeBody(w, r, maxSmallBody, &req) {
+		return
+	}
+	if err := checkSpaceName(req.Name); err != nil {
+		writeError(w, http.StatusBadRequest, api.CodeBadRequest, err.Error())
+		return
+	}
+	sp, created, err := n.Join(req.Name)
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, err.Error())
+		return
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	writeJSON(w, status, n.apiSpace(sp))
+}
+
+// Join joins the open space called name; joining again changes nothing.
+func (n *Node) Join(name string) (store.Space, bool, error) {
+	sp, created, err := n.store.JoinSpace(store.Space{ID: protocol.SpaceID(name), Name: name, JoinedAt: time.Now().UTC()})
+	if err != nil {
+		return sp, false, err
+	}
+	if err := n.mesh.JoinSpace(sp.ID, n); err != nil {
+		return sp, false, err
+	}
+	return sp, created, nil
+}
+
+func (n *Node) handleLeave(w http.ResponseWriter, r *http.Request) {
+	sp, ok := n.space(w, r)
+	if !ok {
+		return
+	}
+	if err := n.mesh.LeaveSpace(sp.ID); err != nil {
+		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, err.Error())
+		return
+	}
+	if err := n.store.LeaveSpace(sp.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, err.Error())
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (n *Node) handleSend(w http.ResponseWriter, r *http.Request) {
+	sp, ok := n.space(w, r)
+	if !ok {
+		return
+	}
+	var req api.SendRequest
+	// A message body may be up to the limit; its JSON request carries a little more.
+	if !decodeBody(w, r, int64(n.cfg.Limits.MaxSize)+maxSmallBody, &req) {
+		return
+	}
+	m, e, err := n.Send(r.Context(), sp.ID, req)
+	if err != nil {
+		var bad badRequest
+		switch {
+		case errors.As(err, &bad):
+			writeError(w, http.StatusUnprocessableEntity, api.CodeInvalid, err.Error())
+		case isProtocolError(err):
+			writeProtocolError(w, err)
+		default:
+			writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, err.Error())
+		}
+		return
+	}
+	writeJSON(w, http.StatusCreated, apiMessage(m, e.Cursor))
+}
+
+func (n *Node) handleRead(w http.ResponseWriter, r *http.Request) {
+	sp, ok := n.space(w, r)
+	if !ok {
+		return
+	}
+	q := r.URL.Query()
+	after, err := store.ParseCursor(q.Get("after"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, api.CodeBadCursor, "bad cursor "+strconv.Quote(q.Get("after")))
+		return
+	}
+	limit := defaultPageSize
+	if s := q.Get("limit"); s != "" {
+		limit, err = strconv.Atoi(s)
+		if err != nil || limit < 1 || limit > maxPageSize {
+			writeError(w, http.StatusBadRequest, api.CodeBadRequest, "limit must be 1.."+strconv.Itoa(maxPageSize))
+			return
+		}
+	}
+	entries, next, err := n.store.Read(sp.ID, after, limit)
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, err.Error())
+		return
+	}
+	page := api.Page{Messages: make([]api.Message, 0, len(entries)), Next: next.String()}
+	for _, e := range entries {
+		m, err := n.entryMessage(e)
+		if err != nil {
+			writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, err.Error())
+			return
+		}
+		page.Messages = append(page.Messages, m)
+	}
+	writeJSON(w, http.StatusOK, page)
+}
+
+func (n *Node) handleMessage(w http.ResponseWriter, r *http.Request) {
+	id, err := protocol.ParseID(r.PathValue("id"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, protocol.Code(err), err.Error())
+		return
+	}
+	e, err := n.store.Get(id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		writeError(w, http.StatusNotFound, api.CodeNotFound, "no message "+id.String())
+		return
+	case err != nil:
+		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, err.Error())
+		return
+	}
+	m, err := n.entryMessage(e)
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, m)
+}

@@ -1,0 +1,223 @@
+// Package node is the weft daemon: it wires the mesh (libp2p) to the store
+// (Badger) and serves the local API on a Unix socket. Package node/client is
+// the Go client of that API.
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/weftmesh/weft/mesh"
+	"github.com/weftmesh/weft/protocol"
+	"github.com/weftmesh/weft/store"
+)
+
+// Node is a running daemon.
+type Node struct {
+	cfg   Config
+	log   *slog.Logger
+	key   crypto.PrivKey
+	store *store.Store
+	mesh  *mesh.Mesh
+	api   *http.Server
+	ln    net.Listener
+
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	once   sync.Once
+}
+
+// New starts a daemon: it opens the store, starts the mesh, rejoins the
+// spaces the node had joined, and binds the API socket (which appears only
+// now, when the daemon is ready). Serve the API with Serve.
+func New(ctx context.Context, cfg Config) (_ *Node, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if err := os.MkdirAll(cfg.Home, 0o700); err != nil {
+		return nil, fmt.Errorf("home: %w", err)
+	}
+	key, err := mesh.LoadOrCreateIdentity(cfg.identityPath())
+	if err != nil {
+		return nil, err
+	}
+	st, err := store.Open(store.Options{Dir: cfg.storeDir(), Logger: log.With("part", "store")})
+	if err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	n := &Node{cfg: cfg, log: log, key: key, store: st}
+	defer func() {
+		if err != nil {
+			n.Close()
+		}
+	}()
+	n.mesh, err = mesh.New(ctx, key, mesh.Config{
+		ListenAddrs: cfg.Listen,
+		Bootstrap:   cfg.Bootstrap,
+		MDNS:        cfg.MDNS,
+		DHTMode:     cfg.DHTMode,
+		Limits:      cfg.Limits,
+		Logger:      log.With("part", "mesh"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	n.mesh.OnPeerConnected(n.rememberPeer)
+	spaces, err := st.Spaces()
+	if err != nil {
+		return nil, err
+	}
+	for _, sp := range spaces {
+		if err := n.mesh.JoinSpace(sp.ID, n); err != nil {
+			return nil, fmt.Errorf("rejoin space %s: %w", sp.Name, err)
+		}
+	}
+	var bg context.Context
+	bg, n.cancel = context.WithCancel(context.Background())
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		n.reconnectKnownPeers(bg)
+	}()
+	n.api = &http.Server{
+		Handler:           n.Handler(),
+		BaseContext:       func(net.Listener) context.Context { return bg }, // Close ends streams
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+	n.ln, err = listenSocket(cfg.SocketPath())
+	if err != nil {
+		return nil, err
+	}
+	log.Info("weft daemon ready", "id", n.mesh.ID(), "socket", cfg.SocketPath(), "addrs", n.mesh.Addrs())
+	return n, nil
+}
+
+// Serve serves the local API until Close; it returns nil after Close.
+func (n *Node) Serve() error {
+	err := n.api.Serve(n.ln)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// ID returns the node's peer ID.
+func (n *Node) ID() peer.ID { return n.mesh.ID() }
+
+// Addrs returns the node's full libp2p addresses.
+func (n *Node) Addrs() []ma.Multiaddr { return n.mesh.Addrs() }
+
+// Close stops serving, leaves the network and closes the store. It waits
+// for in-flight API requests for up to five seconds.
+func (n *Node) Close() error {
+	var errs []error
+	n.once.Do(func() {
+		if n.cancel != nil {
+			n.cancel() // ends event streams and background loops
+		}
+		if n.api != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			if err := n.api.Shutdown(ctx); err != nil {
+				n.api.Close()
+			}
+			cancel()
+		}
+		if n.ln != nil {
+			n.ln.Close()
+		}
+		n.wg.Wait()
+		if n.mesh != nil {
+			errs = append(errs, n.mesh.Close())
+		}
+		if n.store != nil {
+			errs = append(errs, n.store.Close())
+		}
+	})
+	return errors.Join(errs...)
+}
+
+// Deliver stores a valid message that arrived from the mesh (mesh.Sink).
+func (n *Node) Deliver(ctx context.Context, m *protocol.Message) error {
+	_, added, err := n.store.Put(ctx, storeMessage(m))
+	if err != nil {
+		n.log.Warn("store message from mesh", "id", m.ID, "err", err)
+		return err
+	}
+	if added {
+		n.log.Debug("message stored", "id", m.ID, "space", m.Space, "from", m.From)
+	}
+	return nil
+}
+
+func storeMessage(m *protocol.Message) store.Message {
+	return store.Message{ID: m.ID, Space: m.Space, Prev: m.Prev, Raw: m.Encode()}
+}
+
+func (n *Node) rememberPeer(id peer.ID, addrs []ma.Multiaddr) {
+	p := store.Peer{ID: id.String(), LastSeen: time.Now().UTC()}
+	for _, a := range addrs {
+		p.Addrs = append(p.Addrs, a.String())
+	}
+	if err := n.store.PutPeer(p); err != nil {
+		n.log.Debug("remember peer", "peer", id, "err", err)
+	}
+}
+
+// reconnectKnownPeers dials the peers this node knew before a restart, so
+// a restarted daemon rejoins its mesh even without --bootstrap.
+func (n *Node) reconnectKnownPeers(ctx context.Context) {
+	peers, err := n.store.Peers()
+	if err != nil {
+		n.log.Warn("load known peers", "err", err)
+		return
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for _, p := range peers {
+		ai := peer.AddrInfo{}
+		id, err := peer.Decode(p.ID)
+		if err != nil || id == n.mesh.ID() {
+			continue
+		}
+		ai.ID = id
+		for _, s := range p.Addrs {
+			if a, err := ma.NewMultiaddr(s); err == nil {
+				ai.Addrs = append(ai.Addrs, a)
+			}
+		}
+		if len(ai.Addrs) == 0 {
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			if err := n.mesh.Host().Connect(cctx, ai); err != nil {
+				n.log.Debug("reconnect known peer", "peer", ai.ID, "err", err)
+			}
+		}()
+	}
+	wg.Wait()
+}

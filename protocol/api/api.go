@@ -1,0 +1,121 @@
+// Package api holds the JSON types of weft's local HTTP API (served by the
+// daemon on its Unix socket, under /v1). It imports nothing of weft or
+// libp2p, so clients can use it without pulling in the mesh or the store.
+//
+// Fields are only ever added, never renamed or removed.
+package api
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Node describes the local daemon (GET /v1/node).
+type Node struct {
+	ID      string   `json:"id"`
+	Addrs   []string `json:"addrs"` // full multiaddrs, ending in /p2p/ID
+	Version string   `json:"version"`
+	Home    string   `json:"home,omitempty"`
+}
+
+// Peer is a connected peer (GET /v1/peers).
+type Peer struct {
+	ID        string   `json:"id"`
+	Addrs     []string `json:"addrs"`
+	Direction string   `json:"direction,omitempty"` // "inbound" or "outbound"
+}
+
+// Peers is the answer of GET /v1/peers.
+type Peers struct {
+	Peers []Peer `json:"peers"`
+}
+
+// ConnectRequest is the body of POST /v1/peers.
+type ConnectRequest struct {
+	Addr string `json:"addr"` // a multiaddr ending in /p2p/ID
+}
+
+// Space is a joined space.
+type Space struct {
+	ID       string    `json:"id"`
+	Name     string    `json:"name"`
+	JoinedAt time.Time `json:"joined_at"`
+	Messages int       `json:"messages"`
+	Peers    int       `json:"peers"` // peers seen in the space's gossip topic
+}
+
+// Spaces is the answer of GET /v1/spaces.
+type Spaces struct {
+	Spaces []Space `json:"spaces"`
+}
+
+// JoinRequest is the body of POST /v1/spaces.
+type JoinRequest struct {
+	Name string `json:"name"`
+}
+
+// Refs are a message's semantic links.
+type Refs struct {
+	Messages []string `json:"messages,omitempty"` // message IDs replied to
+	Nodes    []string `json:"nodes,omitempty"`    // peer IDs addressed
+}
+
+// SendRequest is the body of POST /v1/spaces/{space}/messages.
+type SendRequest struct {
+	Content json.RawMessage   `json:"content"`        // a JSON object
+	Type    string            `json:"type,omitempty"` // default "text"
+	Refs    *Refs             `json:"refs,omitempty"`
+	TTL     int64             `json:"ttl,omitempty"` // seconds
+	Meta    map[string]string `json:"meta,omitempty"`
+}
+
+// Message is a stored message as the API shows it. Raw holds the exact
+// signed wire encoding (base64) so a client can verify it independently.
+type Message struct {
+	ID        string            `json:"id"`
+	V         int               `json:"v"`
+	Space     string            `json:"space"`
+	From      string            `json:"from"`
+	CreatedAt time.Time         `json:"created_at"`
+	Prev      []string          `json:"prev,omitempty"`
+	Refs      *Refs             `json:"refs,omitempty"`
+	Type      string            `json:"type"`
+	TTL       int64             `json:"ttl,omitempty"`
+	Meta      map[string]string `json:"meta,omitempty"`
+	Content   json.RawMessage   `json:"content"`
+	Sig       string            `json:"sig"`              // base64 Ed25519 signature
+	Cursor    string            `json:"cursor,omitempty"` // position in this node's order of the space
+	Raw       []byte            `json:"raw,omitempty"`    // wire encoding, when asked for
+}
+
+// Page is the answer of GET /v1/spaces/{space}/messages.
+type Page struct {
+	Messages []Message `json:"messages"`
+	Next     string    `json:"next"` // pass as ?after= to continue; unchanged when nothing new
+}
+
+// Error is the body of every error answer.
+type Error struct {
+	Error ErrorBody `json:"error"`
+}
+
+// ErrorBody says what went wrong: a stable code and a human message.
+type ErrorBody struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// Error codes the API uses besides the protocol's validation codes.
+const (
+	CodeBadRequest    = "bad_request"   // 400: malformed JSON, bad parameter
+	CodeBadCursor     = "bad_cursor"    // 400
+	CodeBadAddr       = "bad_multiaddr" // 400
+	CodeNotFound      = "not_found"     // 404: route, message
+	CodeUnknownSpace  = "unknown_space" // 404: space not joined
+	CodeTooLarge      = "too_large"     // 413
+	CodeInvalid       = "invalid"       // 422: well-formed but not acceptable
+	CodeUnavailable   = "unavailable"   // 503
+	CodeForbidden     = "forbidden"     // 403: browser-origin request
+	CodeMethod        = "method_not_allowed"
+	CodeConnectFailed = "connect_failed" // 502: the peer could not be reached
+)

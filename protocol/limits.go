@@ -1,0 +1,45 @@
+package protocol
+
+import "time"
+
+// MaxMessageSize is the hard upper bound of a message body in bytes.
+const MaxMessageSize = 1 << 20
+
+// Limits bound what a node accepts. The zero value is not useful; start from
+// DefaultLimits.
+type Limits struct {
+	MaxSize    int           // body bytes, ≤ MaxMessageSize
+	MaxSkew    time.Duration // how far created_at may lie in the future
+	MaxPrev    int           // causal parents per message
+	MaxRefs    int           // entries in refs.messages and in refs.nodes, each
+	MaxType    int           // bytes in type
+	MaxMeta    int           // entries in meta
+	MaxMetaLen int           // bytes in one meta key or value
+}
+
+// DefaultLimits returns the limits a daemon uses unless configured otherwise.
+func DefaultLimits() Limits {
+	return Limits{
+		MaxSize:    MaxMessageSize,
+		MaxSkew:    5 * time.Minute,
+		MaxPrev:    64,
+		MaxRefs:    64,
+		MaxType:    64,
+		MaxMeta:    64,
+		MaxMetaLen: 1024,
+	}
+}
+
+// Validate reports whether l is usable.
+func (l Limits) Validate() error {
+	switch {
+	case l.MaxSize <= 0 || l.MaxSize > MaxMessageSize:
+		return errorf(ErrMalformed, "limits: max size %d outside 1..%d", l.MaxSize, MaxMessageSize)
+	case l.MaxSkew < 0, l.MaxPrev < 0, l.MaxRefs < 0, l.MaxType <= 0, l.MaxMeta < 0, l.MaxMetaLen <= 0:
+		return errorf(ErrMalformed, "limits: negative or zero bound in %+v", l)
+	}
+	return nil
+}
+
+// MaxWireSize is the largest wire encoding of a message within MaxMessageSize.
+const MaxWireSize = 1 + 10 + MaxMessageSize + SignatureSize

@@ -1,0 +1,331 @@
+package protocol
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// SignatureSize is the size of an Ed25519 signature.
+const SignatureSize = 64
+
+// SigningDomain is prepended to a body before it is signed, so a weft
+// signature can never be replayed as a signature over anything else.
+const SigningDomain = "weft/message/v1\x00"
+
+// wireFormat is the first byte of a message's wire encoding.
+const wireFormat = 0x01
+
+// Refs are the semantic links an agent chooses: the messages a message
+// replies to and the nodes it is addressed to.
+type Refs struct {
+	Messages []ID     `json:"messages,omitempty"`
+	Nodes    []string `json:"nodes,omitempty"`
+}
+
+// IsZero reports whether r holds no refs.
+func (r Refs) IsZero() bool { return len(r.Messages) == 0 && len(r.Nodes) == 0 }
+
+// Header is everything in a message body but its content.
+type Header struct {
+	V         int               `json:"v"`
+	Space     ID                `json:"space"`
+	From      string            `json:"from"`
+	CreatedAt int64             `json:"created_at"` // Unix milliseconds
+	Prev      []ID              `json:"prev,omitempty"`
+	Refs      Refs              `json:"refs,omitzero"`
+	Type      string            `json:"type"`
+	TTL       int64             `json:"ttl,omitempty"` // seconds; 0 = none
+	Meta      map[string]string `json:"meta,omitempty"`
+}
+
+// Created returns the creation time.
+func (h *Header) Created() time.Time { return time.UnixMilli(h.CreatedAt) }
+
+// Expiry returns when the message expires and whether it does at all.
+func (h *Header) Expiry() (time.Time, bool) {
+	if h.TTL <= 0 {
+		return time.Time{}, false
+	}
+	return h.Created().Add(time.Duration(h.TTL) * time.Second), true
+}
+
+// body is how a Header and its content are parsed from the signed bytes.
+type body struct {
+	Header
+	Content json.RawMessage `json:"content"`
+}
+
+// Message is a decoded, immutable message. Body holds the exact signed bytes;
+// the other fields are read from them. Do not modify a Message.
+type Message struct {
+	Header
+	Content json.RawMessage // the content object as it appears in Body
+	ID      ID
+	Body    []byte
+	Sig     []byte
+	sender  peer.ID
+}
+
+// Sender returns the decoded sender.
+func (m *Message) Sender() peer.ID { return m.sender }
+
+// Draft is what a sender supplies to make a message.
+type Draft struct {
+	Space     ID
+	CreatedAt time.Time
+	Prev      []ID
+	Refs      Refs
+	Type      string
+	TTL       time.Duration // rounded down to whole seconds; 0 = none
+	Meta      map[string]string
+	Content   json.RawMessage // a JSON object
+}
+
+// Sign makes a message from d, signed by key (which must be Ed25519), and
+// checks it against lim exactly as a receiver would at time d.CreatedAt.
+func Sign(key crypto.PrivKey, d Draft, lim Limits) (*Message, error) {
+	if key.Type() != crypto.Ed25519 {
+		return nil, errorf(ErrBadSender, "key type %s, want Ed25519", key.Type())
+	}
+	from, err := peer.IDFromPrivateKey(key)
+	if err != nil {
+		return nil, errorf(ErrBadSender, "%v", err)
+	}
+	content := bytes.TrimSpace(d.Content)
+	if len(content) == 0 || content[0] != '{' || !json.Valid(content) {
+		return nil, errorf(ErrMalformed, "content must be a JSON object")
+	}
+	h := Header{
+		V:         Version,
+		Space:     d.Space,
+		From:      from.String(),
+		CreatedAt: d.CreatedAt.UnixMilli(),
+		Prev:      d.Prev,
+		Refs:      d.Refs,
+		Type:      d.Type,
+		TTL:       int64(d.TTL / time.Second),
+		Meta:      d.Meta,
+	}
+	hb, err := json.Marshal(&h)
+	if err != nil {
+		return nil, errorf(ErrMalformed, "header: %v", err)
+	}
+	b := make([]byte, 0, len(hb)+len(content)+16)
+	b = append(b, hb[:len(hb)-1]...) // drop the closing brace
+	b = append(b, `,"content":`...)
+	b = append(b, content...)
+	b = append(b, '}')
+	if len(b) > lim.MaxSize {
+		return nil, errorf(ErrTooLarge, "%d bytes, limit %d", len(b), lim.MaxSize)
+	}
+	sig, err := key.Sign(signingBytes(b))
+	if err != nil {
+		return nil, fmt.Errorf("sign: %w", err)
+	}
+	m, err := parse(b, lim)
+	if err != nil {
+		return nil, err
+	}
+	m.Sig = sig
+	if err := m.Verify(d.CreatedAt, lim); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func signingBytes(body []byte) []byte {
+	s := make([]byte, 0, len(SigningDomain)+len(body))
+	return append(append(s, SigningDomain...), body...)
+}
+
+// Encode returns the wire encoding of m.
+func (m *Message) Encode() []byte {
+	w := make([]byte, 0, 1+binary.MaxVarintLen64+len(m.Body)+len(m.Sig))
+	w = append(w, wireFormat)
+	w = binary.AppendUvarint(w, uint64(len(m.Body)))
+	w = append(w, m.Body...)
+	return append(w, m.Sig...)
+}
+
+// Decode parses a wire encoding without checking the signature, the clock
+// or the TTL: use Validate for anything that arrives from outside. The
+// returned message shares no memory with wire.
+func Decode(wire []byte, lim Limits) (*Message, error) {
+	if len(wire) == 0 || wire[0] != wireFormat {
+		return nil, errorf(ErrMalformed, "unknown wire format")
+	}
+	n, k := binary.Uvarint(wire[1:])
+	if k <= 0 {
+		return nil, errorf(ErrMalformed, "bad body length")
+	}
+	if n > uint64(lim.MaxSize) {
+		return nil, errorf(ErrTooLarge, "%d bytes, limit %d", n, lim.MaxSize)
+	}
+	rest := wire[1+k:]
+	if uint64(len(rest)) != n+SignatureSize {
+		return nil, errorf(ErrMalformed, "frame is %d bytes, want %d", len(rest), n+SignatureSize)
+	}
+	b := bytes.Clone(rest[:n])
+	m, err := parse(b, lim)
+	if err != nil {
+		return nil, err
+	}
+	m.Sig = bytes.Clone(rest[n:])
+	return m, nil
+}
+
+// Validate decodes a wire encoding and checks everything: size, frame,
+// shape, sender, signature, clock skew at now, and TTL.
+func Validate(wire []byte, now time.Time, lim Limits) (*Message, error) {
+	m, err := Decode(wire, lim)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.Verify(now, lim); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Verify checks m's signature, its clock skew at now and its TTL.
+func (m *Message) Verify(now time.Time, lim Limits) error {
+	if len(m.Sig) != SignatureSize {
+		return errorf(ErrBadSignature, "signature is %d bytes", len(m.Sig))
+	}
+	pub, err := m.sender.ExtractPublicKey()
+	if err != nil {
+		return errorf(ErrBadSender, "%v", err)
+	}
+	ok, err := pub.Verify(signingBytes(m.Body), m.Sig)
+	if err != nil || !ok {
+		return errorf(ErrBadSignature, "not signed by %s", m.From)
+	}
+	if skew := m.Created().Sub(now); skew > lim.MaxSkew {
+		return errorf(ErrClockSkew, "created %s ahead of this node's clock", skew.Round(time.Millisecond))
+	}
+	if exp, ok := m.Expiry(); ok && !now.Before(exp) {
+		return errorf(ErrExpired, "expired at %s", exp.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// CheckID reports whether want is m's ID (for messages whose ID was carried
+// beside them).
+func (m *Message) CheckID(want ID) error {
+	if want != m.ID {
+		return errorf(ErrIDMismatch, "claimed %s, bytes hash to %s", want, m.ID)
+	}
+	return nil
+}
+
+// parse reads a body and checks its shape.
+func parse(b []byte, lim Limits) (*Message, error) {
+	if len(b) > lim.MaxSize {
+		return nil, errorf(ErrTooLarge, "%d bytes, limit %d", len(b), lim.MaxSize)
+	}
+	if !utf8.Valid(b) {
+		return nil, errorf(ErrMalformed, "body is not UTF-8")
+	}
+	if err := checkTopLevel(b); err != nil {
+		return nil, err
+	}
+	var bd body
+	if err := json.Unmarshal(b, &bd); err != nil {
+		return nil, errorf(ErrMalformed, "%v", err)
+	}
+	m := &Message{Header: bd.Header, Content: bd.Content, ID: MessageID(b), Body: b}
+	if err := m.checkShape(lim); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// checkTopLevel requires b to be one JSON object with no repeated key.
+func checkTopLevel(b []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	tok, err := dec.Token()
+	if err != nil || tok != json.Delim('{') {
+		return errorf(ErrMalformed, "body is not a JSON object")
+	}
+	seen := make(map[string]struct{}, 12)
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return errorf(ErrMalformed, "%v", err)
+		}
+		key, _ := tok.(string)
+		if _, dup := seen[key]; dup {
+			return errorf(ErrMalformed, "repeated key %q", truncate(key, 40))
+		}
+		seen[key] = struct{}{}
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return errorf(ErrMalformed, "%v", err)
+		}
+	}
+	if _, err := dec.Token(); err != nil {
+		return errorf(ErrMalformed, "%v", err)
+	}
+	if _, err := dec.Token(); err == nil {
+		return errorf(ErrMalformed, "data after the body object")
+	}
+	return nil
+}
+
+func (m *Message) checkShape(lim Limits) error {
+	if m.V != Version {
+		return errorf(ErrVersion, "v=%d, this node speaks %d", m.V, Version)
+	}
+	if m.Space.IsZero() {
+		return errorf(ErrMalformed, "missing space")
+	}
+	pid, err := peer.Decode(m.From)
+	if err != nil {
+		return errorf(ErrBadSender, "from %q: %v", truncate(m.From, 80), err)
+	}
+	pub, err := pid.ExtractPublicKey()
+	if err != nil || pub.Type() != crypto.Ed25519 {
+		return errorf(ErrBadSender, "from %s does not embed an Ed25519 key", m.From)
+	}
+	m.sender = pid
+	if m.CreatedAt <= 0 {
+		return errorf(ErrMalformed, "missing created_at")
+	}
+	if len(m.Prev) > lim.MaxPrev {
+		return errorf(ErrMalformed, "%d prev, limit %d", len(m.Prev), lim.MaxPrev)
+	}
+	if len(m.Refs.Messages) > lim.MaxRefs || len(m.Refs.Nodes) > lim.MaxRefs {
+		return errorf(ErrMalformed, "more than %d refs", lim.MaxRefs)
+	}
+	for _, n := range m.Refs.Nodes {
+		if _, err := peer.Decode(n); err != nil {
+			return errorf(ErrMalformed, "refs.nodes: %q is not a peer ID", truncate(n, 80))
+		}
+	}
+	if m.Type == "" || len(m.Type) > lim.MaxType {
+		return errorf(ErrMalformed, "type must be 1..%d bytes", lim.MaxType)
+	}
+	if m.TTL < 0 {
+		return errorf(ErrMalformed, "negative ttl")
+	}
+	if len(m.Meta) > lim.MaxMeta {
+		return errorf(ErrMalformed, "%d meta entries, limit %d", len(m.Meta), lim.MaxMeta)
+	}
+	for k, v := range m.Meta {
+		if k == "" || len(k) > lim.MaxMetaLen || len(v) > lim.MaxMetaLen {
+			return errorf(ErrMalformed, "meta entries must be 1..%d bytes", lim.MaxMetaLen)
+		}
+	}
+	c := bytes.TrimSpace(m.Content)
+	if len(c) == 0 || c[0] != '{' {
+		return errorf(ErrMalformed, "content must be a JSON object")
+	}
+	return nil
+}

@@ -1,0 +1,91 @@
+package store
+
+import (
+	"encoding/binary"
+
+	"github.com/weftmesh/weft/protocol"
+)
+
+// Key layout. Every key starts with a one-byte prefix naming its table;
+// IDs are the raw 32 bytes and sequence numbers are 8-byte big-endian, so
+// the parts need no separators and byte order is the natural order.
+//
+//	m id             → message record (see encodeRecord): seq, space, prev
+//	d id n           → chunk n (one byte) of the message's raw wire bytes, at
+//	                   most dataChunkSize each; the record holds the count.
+//	                   Kept apart from the record so records stay small and
+//	                   inline in the LSM tree (heads and cursors never touch
+//	                   the value log); chunked so a message at the protocol's
+//	                   1 MiB limit fits an in-memory store, whose values must
+//	                   be smaller than 1 MiB.
+//	i space seq      → message id; the space's order index, read by cursors
+//	h space id       → empty; id is a head of space (no stored message names it in Prev)
+//	c parent child   → empty; child names parent in its Prev (children index)
+//	r parent         → empty; some stored message names parent in its Prev.
+//	                   Read with Get by parent's own Put so that a child committed
+//	                   concurrently is caught by conflict detection (badger does
+//	                   not detect conflicts on ranges, only on keys).
+//	s id             → JSON space record
+//	p peer-id        → JSON peer record
+const (
+	prefixMessage byte = 'm'
+	prefixData    byte = 'd'
+	prefixOrder   byte = 'i'
+	prefixHead    byte = 'h'
+	prefixChild   byte = 'c'
+	prefixRef     byte = 'r'
+	prefixSpace   byte = 's'
+	prefixPeer    byte = 'p'
+)
+
+const seqSize = 8
+
+func idKey(prefix byte, id protocol.ID) []byte {
+	k := make([]byte, 1+protocol.IDSize)
+	k[0] = prefix
+	copy(k[1:], id[:])
+	return k
+}
+
+func pairKey(prefix byte, a, b protocol.ID) []byte {
+	k := make([]byte, 1+2*protocol.IDSize)
+	k[0] = prefix
+	copy(k[1:], a[:])
+	copy(k[1+protocol.IDSize:], b[:])
+	return k
+}
+
+func messageKey(id protocol.ID) []byte          { return idKey(prefixMessage, id) }
+
+func dataKey(id protocol.ID, chunk int) []byte {
+	return append(idKey(prefixData, id), byte(chunk))
+}
+func refKey(parent protocol.ID) []byte          { return idKey(prefixRef, parent) }
+func spaceKey(id protocol.ID) []byte            { return idKey(prefixSpace, id) }
+func headKey(space, id protocol.ID) []byte      { return pairKey(prefixHead, space, id) }
+func childKey(parent, child protocol.ID) []byte { return pairKey(prefixChild, parent, child) }
+func orderPrefix(space protocol.ID) []byte      { return idKey(prefixOrder, space) }
+func headPrefix(space protocol.ID) []byte       { return idKey(prefixHead, space) }
+
+func orderKey(space protocol.ID, seq uint64) []byte {
+	k := make([]byte, 1+protocol.IDSize+seqSize)
+	k[0] = prefixOrder
+	copy(k[1:], space[:])
+	binary.BigEndian.PutUint64(k[1+protocol.IDSize:], seq)
+	return k
+}
+
+// orderKeySeq returns the sequence number of an order-index key.
+func orderKeySeq(k []byte) (uint64, bool) {
+	if len(k) != 1+protocol.IDSize+seqSize || k[0] != prefixOrder {
+		return 0, false
+	}
+	return binary.BigEndian.Uint64(k[1+protocol.IDSize:]), true
+}
+
+func peerKey(id string) []byte {
+	k := make([]byte, 1+len(id))
+	k[0] = prefixPeer
+	copy(k[1:], id)
+	return k
+}

@@ -1,0 +1,468 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	badger "github.com/dgraph-io/badger/v4"
+	"github.com/weftmesh/weft/protocol"
+)
+
+// Message is what the store keeps of one message.
+type Message struct {
+	ID    protocol.ID
+	Space protocol.ID
+	Prev  []protocol.ID // causal parents (for heads); may be empty
+	Raw   []byte        // the wire encoding, opaque to the store
+}
+
+// Entry is a stored message at a position in its space's order.
+type Entry struct {
+	Message
+	Cursor Cursor // position; reading "after" it continues with the next message
+}
+
+// maxPutAttempts bounds retries of a Put that lost a conflict to a
+// concurrent Put of a related message (its parent, child or itself).
+const maxPutAttempts = 16
+
+// errRetry means a Put lost a conflict and should be tried again.
+var errRetry = errors.New("store: retry")
+
+// Put stores m durably (fsync'd before it returns) and appends it to its
+// space's order. A message already stored (same ID) is not stored again: Put
+// returns the stored Entry, added=false and no error. Concurrent Puts share
+// fsyncs (group commit).
+func (s *Store) Put(ctx context.Context, m Message) (e Entry, added bool, err error) {
+	if m.ID.IsZero() || m.Space.IsZero() {
+		return Entry{}, false, errors.New("store: put: zero message or space id")
+	}
+	if len(m.Raw) > MaxRawSize {
+		return Entry{}, false, fmt.Errorf("store: put %s: %d raw bytes exceed %d", m.ID, len(m.Raw), MaxRawSize)
+	}
+	if err := s.enter(); err != nil {
+		return Entry{}, false, err
+	}
+	defer s.leave()
+	for range maxPutAttempts {
+		if err := ctx.Err(); err != nil {
+			return Entry{}, false, fmt.Errorf("store: put %s: %w", m.ID, err)
+		}
+		e, added, err = s.putOnce(m)
+		if !errors.Is(err, errRetry) {
+			return e, added, err
+		}
+	}
+	return Entry{}, false, fmt.Errorf("store: put %s: gave up after %d conflicts", m.ID, maxPutAttempts)
+}
+
+// putOnce makes one attempt at Put.
+//
+// Ordering: the space's order must equal visibility order, or a follower
+// reading after cursor X could miss a message that becomes visible later
+// with a lower seq. Badger assigns commit timestamps in the order
+// transactions reach commit, and a new read transaction waits until every
+// earlier commit is applied, so readers see a prefix of commit order. Here
+// seq allocation and CommitWith (which assigns the commit timestamp before
+// returning) happen under commitMu, making seq order = commit order, while
+// the fsync wait happens outside it so concurrent Puts share one fsync.
+// The transaction is started (NewTransaction may wait for commits in
+// flight) and read outside commitMu.
+//
+// Heads: m is a head unless a stored message names it (r key); m's stored
+// parents stop being heads. A concurrent parent/child pair is caught by
+// conflict detection: the child reads m|parent, the parent reads r|parent,
+// and each writes what the other read. A concurrent Put of the same ID
+// conflicts on m|id. Conflicts are retried; the retry sees the winner.
+func (s *Store) putOnce(m Message) (Entry, bool, error) {
+	txn := s.db.NewTransaction(true)
+	defer txn.Discard()
+
+	e, err := readEntry(txn, m.ID)
+	switch {
+	case err == nil:
+		return e, false, nil
+	case !errors.Is(err, ErrNotFound):
+		return Entry{}, false, fmt.Errorf("store: put %s: check existing: %w", m.ID, err)
+	}
+
+	_, err = get(txn, refKey(m.ID))
+	referenced := err == nil
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return Entry{}, false, fmt.Errorf("store: put %s: check children: %w", m.ID, err)
+	}
+	if !referenced {
+		if err := txn.Set(headKey(m.Space, m.ID), nil); err != nil {
+			return Entry{}, false, fmt.Errorf("store: put %s: set head: %w", m.ID, err)
+		}
+	}
+	for i, p := range m.Prev {
+		if p == m.ID || p.IsZero() || containsID(m.Prev[:i], p) {
+			continue
+		}
+		if err := s.linkParent(txn, p, m.ID); err != nil {
+			return Entry{}, false, fmt.Errorf("store: put %s: link parent %s: %w", m.ID, p, err)
+		}
+	}
+
+	s.commitMu.Lock()
+	seq, err := s.nextSeqLocked(m.Space)
+	if err != nil {
+		s.commitMu.Unlock()
+		return Entry{}, false, fmt.Errorf("store: put %s: %w", m.ID, err)
+	}
+	if err := txn.Set(messageKey(m.ID), encodeRecord(m, seq)); err != nil {
+		s.commitMu.Unlock()
+		return Entry{}, false, fmt.Errorf("store: put %s: set message: %w", m.ID, err)
+	}
+	for i, chunk := range chunks(m.Raw) {
+		if err := txn.Set(dataKey(m.ID, i), chunk); err != nil {
+			s.commitMu.Unlock()
+			return Entry{}, false, fmt.Errorf("store: put %s: set data: %w", m.ID, err)
+		}
+	}
+	if err := txn.Set(orderKey(m.Space, seq), m.ID[:]); err != nil {
+		s.commitMu.Unlock()
+		return Entry{}, false, fmt.Errorf("store: put %s: set order: %w", m.ID, err)
+	}
+	done := make(chan error, 1)
+	txn.CommitWith(func(err error) { done <- err })
+	s.commitMu.Unlock()
+
+	if err := <-done; err != nil {
+		if errors.Is(err, badger.ErrConflict) {
+			return Entry{}, false, errRetry // seq is skipped; gaps are fine
+		}
+		return Entry{}, false, fmt.Errorf("store: put %s: commit: %w", m.ID, err)
+	}
+	s.notify(m.Space)
+	return Entry{Message: cloneMessage(m), Cursor: Cursor(seq)}, true, nil
+}
+
+// linkParent records in txn that child names parent in its Prev.
+func (s *Store) linkParent(txn *badger.Txn, parent, child protocol.ID) error {
+	val, err := get(txn, messageKey(parent))
+	switch {
+	case err == nil:
+		space, err := recordSpace(val)
+		if err != nil {
+			return err
+		}
+		if err := txn.Delete(headKey(space, parent)); err != nil {
+			return err
+		}
+	case !errors.Is(err, ErrNotFound):
+		return err
+	}
+	if err := txn.Set(childKey(parent, child), nil); err != nil {
+		return err
+	}
+	return txn.Set(refKey(parent), nil)
+}
+
+// nextSeqLocked allocates the next seq of space. commitMu must be held.
+func (s *Store) nextSeqLocked(space protocol.ID) (uint64, error) {
+	last, ok := s.seqs[space]
+	if !ok {
+		// First Put into space since Open: no seq of space has been allocated
+		// in this process, so the last one on disk is stable.
+		var err error
+		last, err = s.lastSeq(space)
+		if err != nil {
+			return 0, fmt.Errorf("load seq: %w", err)
+		}
+	}
+	s.seqs[space] = last + 1
+	return last + 1, nil
+}
+
+// lastSeq returns the highest seq in space's order index, or 0.
+func (s *Store) lastSeq(space protocol.ID) (uint64, error) {
+	var seq uint64
+	err := s.db.View(func(txn *badger.Txn) error {
+		opts := badger.DefaultIteratorOptions
+		opts.PrefetchValues = false
+		opts.Reverse = true
+		opts.Prefix = orderPrefix(space)
+		it := txn.NewIterator(opts)
+		defer it.Close()
+		it.Seek(orderKey(space, ^uint64(0)))
+		if it.ValidForPrefix(opts.Prefix) {
+			seq, _ = orderKeySeq(it.Item().Key())
+		}
+		return nil
+	})
+	return seq, err
+}
+
+// Has reports whether message id is stored.
+func (s *Store) Has(id protocol.ID) (bool, error) {
+	if err := s.enter(); err != nil {
+		return false, err
+	}
+	defer s.leave()
+	var found bool
+	err := s.db.View(func(txn *badger.Txn) error {
+		_, err := txn.Get(messageKey(id))
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return nil
+		}
+		found = err == nil
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("store: has %s: %w", id, err)
+	}
+	return found, nil
+}
+
+// Get returns the stored message id, or ErrNotFound.
+func (s *Store) Get(id protocol.ID) (Entry, error) {
+	if err := s.enter(); err != nil {
+		return Entry{}, err
+	}
+	defer s.leave()
+	var e Entry
+	err := s.db.View(func(txn *badger.Txn) error {
+		var err error
+		e, err = readEntry(txn, id)
+		return err
+	})
+	if err != nil {
+		return Entry{}, fmt.Errorf("store: get %s: %w", id, err)
+	}
+	return e, nil
+}
+
+// Read returns up to limit messages of space stored after cursor, in the
+// space's order, and the cursor to pass next time (after itself when there
+// is nothing new). Its cost does not depend on how many messages the space
+// holds. limit must be positive.
+func (s *Store) Read(space protocol.ID, after Cursor, limit int) ([]Entry, Cursor, error) {
+	if limit <= 0 {
+		return nil, after, fmt.Errorf("store: read %s: limit %d is not positive", space, limit)
+	}
+	if err := s.enter(); err != nil {
+		return nil, after, err
+	}
+	defer s.leave()
+	if after == Cursor(^uint64(0)) {
+		return nil, after, nil
+	}
+	var entries []Entry
+	next := after
+	err := s.db.View(func(txn *badger.Txn) error {
+		opts := badger.DefaultIteratorOptions
+		opts.PrefetchValues = false // values are 32-byte ids, read inline
+		opts.Prefix = orderPrefix(space)
+		it := txn.NewIterator(opts)
+		defer it.Close()
+		for it.Seek(orderKey(space, uint64(after)+1)); it.ValidForPrefix(opts.Prefix) && len(entries) < limit; it.Next() {
+			item := it.Item()
+			seq, ok := orderKeySeq(item.Key())
+			if !ok {
+				return fmt.Errorf("bad order key %x", item.Key())
+			}
+			var id protocol.ID
+			if err := item.Value(func(v []byte) error {
+				if len(v) != protocol.IDSize {
+					return fmt.Errorf("order entry %d: id has %d bytes", seq, len(v))
+				}
+				copy(id[:], v)
+				return nil
+			}); err != nil {
+				return err
+			}
+			e, err := readEntry(txn, id)
+			if err != nil {
+				return fmt.Errorf("order entry %d: message %s: %w", seq, id, err)
+			}
+			entries = append(entries, e)
+			next = Cursor(seq)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, after, fmt.Errorf("store: read %s: %w", space, err)
+	}
+	return entries, next, nil
+}
+
+// Count returns the number of messages in space. It walks the space's
+// order index (keys only).
+func (s *Store) Count(space protocol.ID) (int, error) {
+	if err := s.enter(); err != nil {
+		return 0, err
+	}
+	defer s.leave()
+	n := 0
+	err := s.db.View(func(txn *badger.Txn) error {
+		n = countPrefix(txn, orderPrefix(space))
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("store: count %s: %w", space, err)
+	}
+	return n, nil
+}
+
+// Heads returns the messages of space that no stored message names in its
+// Prev, sorted by ID bytes.
+func (s *Store) Heads(space protocol.ID) ([]protocol.ID, error) {
+	if err := s.enter(); err != nil {
+		return nil, err
+	}
+	defer s.leave()
+	var heads []protocol.ID
+	err := s.db.View(func(txn *badger.Txn) error {
+		opts := badger.DefaultIteratorOptions
+		opts.PrefetchValues = false
+		opts.Prefix = headPrefix(space)
+		it := txn.NewIterator(opts)
+		defer it.Close()
+		for it.Rewind(); it.ValidForPrefix(opts.Prefix); it.Next() {
+			k := it.Item().Key()
+			if len(k) != len(opts.Prefix)+protocol.IDSize {
+				return fmt.Errorf("bad head key %x", k)
+			}
+			var id protocol.ID
+			copy(id[:], k[len(opts.Prefix):])
+			heads = append(heads, id)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: heads %s: %w", space, err)
+	}
+	return heads, nil // keys sort by id bytes
+}
+
+func countPrefix(txn *badger.Txn, prefix []byte) int {
+	opts := badger.DefaultIteratorOptions
+	opts.PrefetchValues = false
+	opts.Prefix = prefix
+	it := txn.NewIterator(opts)
+	defer it.Close()
+	n := 0
+	for it.Rewind(); it.ValidForPrefix(prefix); it.Next() {
+		n++
+	}
+	return n
+}
+
+// readEntry reads message id (record and raw bytes) in txn.
+func readEntry(txn *badger.Txn, id protocol.ID) (Entry, error) {
+	val, err := get(txn, messageKey(id))
+	if err != nil {
+		return Entry{}, err
+	}
+	e, n, err := decodeRecord(id, val)
+	if err != nil {
+		return Entry{}, err
+	}
+	for i := range n {
+		chunk, err := get(txn, dataKey(id, i))
+		if err != nil {
+			// Not ErrNotFound: the record exists.
+			return Entry{}, fmt.Errorf("message %s: raw bytes chunk %d: %v", id, i, err)
+		}
+		if e.Raw == nil {
+			e.Raw = chunk
+		} else {
+			e.Raw = append(e.Raw, chunk...)
+		}
+	}
+	return e, nil
+}
+
+// MaxRawSize is the largest Message.Raw that Put accepts (well above the
+// protocol's 1 MiB message limit).
+const MaxRawSize = 255 * dataChunkSize
+
+// dataChunkSize is the largest chunk of raw bytes stored under one key:
+// below Badger's in-memory value limit of 1 MiB.
+const dataChunkSize = 512 * kib
+
+// chunks splits raw into pieces of at most dataChunkSize.
+func chunks(raw []byte) [][]byte {
+	var out [][]byte
+	for len(raw) > 0 {
+		n := min(len(raw), dataChunkSize)
+		out = append(out, raw[:n])
+		raw = raw[n:]
+	}
+	return out
+}
+
+// Message record: version(1) | seq(8, BE) | space(32) | uvarint len(prev) |
+// prev(32 each) | uvarint number of raw chunks. The raw bytes are kept
+// under the data keys.
+const recordVersion = 1
+
+const recordHeader = 1 + seqSize + protocol.IDSize
+
+func encodeRecord(m Message, seq uint64) []byte {
+	b := make([]byte, 0, recordHeader+binary.MaxVarintLen64+len(m.Prev)*protocol.IDSize)
+	b = append(b, recordVersion)
+	b = binary.BigEndian.AppendUint64(b, seq)
+	b = append(b, m.Space[:]...)
+	b = binary.AppendUvarint(b, uint64(len(m.Prev)))
+	for _, p := range m.Prev {
+		b = append(b, p[:]...)
+	}
+	return binary.AppendUvarint(b, uint64(len(chunks(m.Raw))))
+}
+
+var errBadRecord = errors.New("bad message record")
+
+// recordSpace returns the space of an encoded record.
+func recordSpace(b []byte) (protocol.ID, error) {
+	if len(b) < recordHeader || b[0] != recordVersion {
+		return protocol.ID{}, errBadRecord
+	}
+	return protocol.ID(b[1+seqSize : recordHeader]), nil
+}
+
+// decodeRecord decodes the record of message id; Raw is left nil.
+func decodeRecord(id protocol.ID, b []byte) (Entry, error) {
+	if len(b) < recordHeader || b[0] != recordVersion {
+		return Entry{}, fmt.Errorf("message %s: %w", id, errBadRecord)
+	}
+	e := Entry{Message: Message{ID: id}}
+	e.Cursor = Cursor(binary.BigEndian.Uint64(b[1:]))
+	e.Space = protocol.ID(b[1+seqSize : recordHeader])
+	rest := b[recordHeader:]
+	n, w := binary.Uvarint(rest)
+	if w <= 0 || uint64(len(rest)-w) != n*protocol.IDSize {
+		return Entry{}, fmt.Errorf("message %s: %w: prev count", id, errBadRecord)
+	}
+	rest = rest[w:]
+	if n > 0 {
+		e.Prev = make([]protocol.ID, n)
+		for i := range e.Prev {
+			e.Prev[i] = protocol.ID(rest[:protocol.IDSize])
+			rest = rest[protocol.IDSize:]
+		}
+	}
+	return e, nil
+}
+
+func cloneMessage(m Message) Message {
+	if m.Prev != nil {
+		m.Prev = append([]protocol.ID(nil), m.Prev...)
+	}
+	m.Raw = bytes.Clone(m.Raw)
+	return m
+}
+
+func containsID(ids []protocol.ID, id protocol.ID) bool {
+	for _, x := range ids {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}

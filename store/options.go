@@ -1,0 +1,90 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	badger "github.com/dgraph-io/badger/v4"
+)
+
+// Options configures Open.
+type Options struct {
+	// Dir is the data directory for Badger; ignored when InMemory.
+	Dir string
+	// InMemory keeps everything in memory (tests, ephemeral nodes).
+	InMemory bool
+	// Logger receives the store's and Badger's warnings and errors
+	// (Badger's info and debug output is dropped). nil discards.
+	Logger *slog.Logger
+	// GCInterval is the value-log GC period: 0 means DefaultGCInterval,
+	// negative turns GC off. GC never runs for in-memory stores.
+	GCInterval time.Duration
+}
+
+// DefaultGCInterval is the value-log GC period used when Options.GCInterval is 0.
+const DefaultGCInterval = 5 * time.Minute
+
+// gcDiscardRatio is the fraction of a value-log file that must be garbage
+// before GC rewrites it.
+const gcDiscardRatio = 0.5
+
+const (
+	kib = 1 << 10
+	mib = 1 << 20
+)
+
+// badgerOptions returns Badger's options for weft: a small sidecar next to
+// an agent, not a database server. Memory stays in the tens of MiB, writes
+// are durable (fsync before Put returns; concurrent commits share an fsync),
+// and messages larger than 1 KiB go to the value log so the LSM tree holds
+// mostly keys and small index values.
+func badgerOptions(opts Options, logger *slog.Logger) badger.Options {
+	dir := opts.Dir
+	threshold := int64(1 * kib)
+	if opts.InMemory {
+		dir = "" // badger refuses a directory in memory mode
+		// In memory there is no value log and a value may not exceed the
+		// threshold: raise it to Badger's maximum, the protocol's 1 MiB limit.
+		threshold = 1 * mib
+	}
+	return badger.DefaultOptions(dir).
+		WithInMemory(opts.InMemory).
+		WithSyncWrites(true).
+		WithDetectConflicts(true). // duplicate Puts and head races are found by conflicts
+		WithMemTableSize(8 * mib).
+		WithNumMemtables(2).
+		WithNumLevelZeroTables(2).
+		WithNumLevelZeroTablesStall(4).
+		WithBaseTableSize(2 * mib).
+		WithBlockCacheSize(16 * mib).
+		WithIndexCacheSize(8 * mib).
+		WithValueLogFileSize(64 * mib).
+		WithValueThreshold(threshold).
+		WithNumCompactors(2).
+		WithCompactL0OnClose(true).
+		WithMetricsEnabled(false).
+		WithLogger(badgerLogger{logger}).
+		WithLoggingLevel(badger.WARNING)
+}
+
+// badgerLogger adapts Badger's printf-style logger to slog, keeping only
+// warnings and errors.
+type badgerLogger struct{ l *slog.Logger }
+
+func (b badgerLogger) Errorf(f string, args ...any) { b.log(slog.LevelError, f, args) }
+func (b badgerLogger) Warningf(f string, args ...any) {
+	b.log(slog.LevelWarn, f, args)
+}
+func (badgerLogger) Infof(string, ...any)  {}
+func (badgerLogger) Debugf(string, ...any) {}
+
+func (b badgerLogger) log(level slog.Level, f string, args []any) {
+	ctx := context.Background()
+	if !b.l.Enabled(ctx, level) {
+		return
+	}
+	b.l.Log(ctx, level, strings.TrimSpace(fmt.Sprintf(f, args...)), "component", "badger")
+}

@@ -1,0 +1,190 @@
+package store
+
+import (
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	badger "github.com/dgraph-io/badger/v4"
+	"github.com/weftmesh/weft/protocol"
+)
+
+// Space is a space this node has joined.
+type Space struct {
+	ID       protocol.ID `json:"id"`
+	Name     string      `json:"name"`
+	JoinedAt time.Time   `json:"joined_at"`
+}
+
+// Peer is a peer this node has seen.
+type Peer struct {
+	ID       string    `json:"id"`
+	Addrs    []string  `json:"addrs,omitempty"`
+	LastSeen time.Time `json:"last_seen"`
+}
+
+// JoinSpace records that this node joined sp. It is idempotent: if sp.ID
+// is already joined it returns the existing record and created=false. A
+// zero JoinedAt is set to now; times are stored in UTC.
+func (s *Store) JoinSpace(sp Space) (Space, bool, error) {
+	if sp.ID.IsZero() {
+		return Space{}, false, errors.New("store: join space: zero id")
+	}
+	if sp.JoinedAt.IsZero() {
+		sp.JoinedAt = time.Now()
+	}
+	sp.JoinedAt = sp.JoinedAt.UTC() // also drops the monotonic reading
+	if err := s.enter(); err != nil {
+		return Space{}, false, err
+	}
+	defer s.leave()
+	var (
+		out     Space
+		created bool
+	)
+	err := s.update(func(txn *badger.Txn) error {
+		val, err := get(txn, spaceKey(sp.ID))
+		switch {
+		case err == nil:
+			created = false
+			return json.Unmarshal(val, &out)
+		case !errors.Is(err, ErrNotFound):
+			return err
+		}
+		b, err := json.Marshal(sp)
+		if err != nil {
+			return err
+		}
+		out, created = sp, true
+		return txn.Set(spaceKey(sp.ID), b)
+	})
+	if err != nil {
+		return Space{}, false, fmt.Errorf("store: join space %s: %w", sp.ID, err)
+	}
+	return out, created, nil
+}
+
+// LeaveSpace forgets that this node joined space id; its messages stay.
+// It returns ErrNotFound if id is not joined.
+func (s *Store) LeaveSpace(id protocol.ID) error {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.leave()
+	err := s.update(func(txn *badger.Txn) error {
+		if _, err := get(txn, spaceKey(id)); err != nil {
+			return err
+		}
+		return txn.Delete(spaceKey(id))
+	})
+	if err != nil {
+		return fmt.Errorf("store: leave space %s: %w", id, err)
+	}
+	return nil
+}
+
+// Space returns the joined space id, or ErrNotFound.
+func (s *Store) Space(id protocol.ID) (Space, error) {
+	if err := s.enter(); err != nil {
+		return Space{}, err
+	}
+	defer s.leave()
+	var sp Space
+	err := s.db.View(func(txn *badger.Txn) error {
+		val, err := get(txn, spaceKey(id))
+		if err != nil {
+			return err
+		}
+		return json.Unmarshal(val, &sp)
+	})
+	if err != nil {
+		return Space{}, fmt.Errorf("store: space %s: %w", id, err)
+	}
+	return sp, nil
+}
+
+// Spaces returns the joined spaces sorted by Name (then ID).
+func (s *Store) Spaces() ([]Space, error) {
+	if err := s.enter(); err != nil {
+		return nil, err
+	}
+	defer s.leave()
+	var spaces []Space
+	err := scanJSON(s.db, prefixSpace, func(sp Space) { spaces = append(spaces, sp) })
+	if err != nil {
+		return nil, fmt.Errorf("store: spaces: %w", err)
+	}
+	slices.SortFunc(spaces, func(a, b Space) int {
+		return cmp.Or(cmp.Compare(a.Name, b.Name), slices.Compare(a.ID[:], b.ID[:]))
+	})
+	return spaces, nil
+}
+
+// PutPeer stores p, replacing any earlier record of p.ID. LastSeen is
+// stored in UTC.
+func (s *Store) PutPeer(p Peer) error {
+	if p.ID == "" {
+		return errors.New("store: put peer: empty id")
+	}
+	p.LastSeen = p.LastSeen.UTC()
+	b, err := json.Marshal(p)
+	if err != nil {
+		return fmt.Errorf("store: put peer %s: encode: %w", p.ID, err)
+	}
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.leave()
+	err = s.update(func(txn *badger.Txn) error { return txn.Set(peerKey(p.ID), b) })
+	if err != nil {
+		return fmt.Errorf("store: put peer %s: %w", p.ID, err)
+	}
+	return nil
+}
+
+// Peers returns the stored peers sorted by ID.
+func (s *Store) Peers() ([]Peer, error) {
+	if err := s.enter(); err != nil {
+		return nil, err
+	}
+	defer s.leave()
+	var peers []Peer
+	err := scanJSON(s.db, prefixPeer, func(p Peer) { peers = append(peers, p) })
+	if err != nil {
+		return nil, fmt.Errorf("store: peers: %w", err)
+	}
+	return peers, nil // keys sort by peer id
+}
+
+// update runs fn in an update transaction, retrying on conflicts.
+func (s *Store) update(fn func(txn *badger.Txn) error) error {
+	var err error
+	for range maxPutAttempts {
+		err = s.db.Update(fn)
+		if !errors.Is(err, badger.ErrConflict) {
+			return err
+		}
+	}
+	return err
+}
+
+// scanJSON decodes every value under the one-byte prefix into a T.
+func scanJSON[T any](db *badger.DB, prefix byte, fn func(T)) error {
+	return db.View(func(txn *badger.Txn) error {
+		opts := badger.DefaultIteratorOptions
+		opts.Prefix = []byte{prefix}
+		it := txn.NewIterator(opts)
+		defer it.Close()
+		for it.Rewind(); it.ValidForPrefix(opts.Prefix); it.Next() {
+			var v T
+			if err := it.Item().Value(func(b []byte) error { return json.Unmarshal(b, &v) }); err != nil {
+				return fmt.Errorf("key %q: %w", it.Item().Key(), err)
+			}
+			fn(v)
+		}
+		return nil
+	})
+}

@@ -1,0 +1,196 @@
+// Package store is Badger-backed storage of weft's message graph, spaces and peers.
+//
+// Messages are kept by ID with their space, causal parents and wire bytes;
+// each space has an order index giving every message a sequence number in
+// the order it became visible, which is what cursors point into. A reader
+// that reads "after" a cursor never misses a message that becomes visible
+// later. See keys.go for the key layout.
+//
+// A Store is safe for concurrent use. Methods called after Close return
+// ErrClosed.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	badger "github.com/dgraph-io/badger/v4"
+	"github.com/weftmesh/weft/protocol"
+)
+
+var (
+	// ErrNotFound reports a message, space or peer that is not stored.
+	ErrNotFound = errors.New("store: not found")
+	// ErrBadCursor reports cursor text that ParseCursor cannot read.
+	ErrBadCursor = errors.New("store: bad cursor")
+	// ErrClosed reports use of a Store after Close.
+	ErrClosed = errors.New("store: closed")
+)
+
+// Store keeps weft's messages, spaces and peers in Badger.
+type Store struct {
+	db     *badger.DB
+	logger *slog.Logger
+
+	// closeMu is held shared by every operation and exclusively by Close,
+	// so Close waits for operations in flight and none starts after it.
+	closeMu sync.RWMutex
+	closed  bool
+
+	// commitMu orders seq allocation with Badger's commit timestamps (see Put).
+	commitMu sync.Mutex
+	seqs     map[protocol.ID]uint64 // last seq allocated per space; guarded by commitMu
+
+	changeMu sync.Mutex
+	changes  map[protocol.ID]chan struct{} // nil after Close
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// Open opens (creating if needed) the store described by opts.
+func Open(opts Options) (*Store, error) {
+	if !opts.InMemory && opts.Dir == "" {
+		return nil, errors.New("store: open: Dir is empty and InMemory is false")
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	db, err := badger.Open(badgerOptions(opts, logger))
+	if err != nil {
+		return nil, fmt.Errorf("store: open badger: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Store{
+		db:      db,
+		logger:  logger,
+		seqs:    make(map[protocol.ID]uint64),
+		changes: make(map[protocol.ID]chan struct{}),
+		cancel:  cancel,
+	}
+	interval := opts.GCInterval
+	if interval == 0 {
+		interval = DefaultGCInterval
+	}
+	if interval > 0 && !opts.InMemory {
+		s.wg.Add(1)
+		go s.gcLoop(ctx, interval)
+	}
+	return s, nil
+}
+
+// Close stops value-log GC, waits for operations in flight, wakes every
+// Changed waiter and closes Badger. Calling it again does nothing.
+func (s *Store) Close() error {
+	s.closeMu.Lock()
+	if s.closed {
+		s.closeMu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.closeMu.Unlock()
+
+	s.cancel()
+	s.wg.Wait()
+
+	s.changeMu.Lock()
+	for _, ch := range s.changes {
+		close(ch)
+	}
+	s.changes = nil
+	s.changeMu.Unlock()
+
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("store: close badger: %w", err)
+	}
+	return nil
+}
+
+// enter marks the start of an operation; leave must follow unless it errs.
+func (s *Store) enter() error {
+	s.closeMu.RLock()
+	if s.closed {
+		s.closeMu.RUnlock()
+		return ErrClosed
+	}
+	return nil
+}
+
+func (s *Store) leave() { s.closeMu.RUnlock() }
+
+// gcLoop runs value-log GC every interval until ctx ends.
+func (s *Store) gcLoop(ctx context.Context, interval time.Duration) {
+	defer s.wg.Done()
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for ctx.Err() == nil {
+			err := s.db.RunValueLogGC(gcDiscardRatio)
+			if err == nil {
+				continue // rewrote a file; there may be more
+			}
+			if !errors.Is(err, badger.ErrNoRewrite) && !errors.Is(err, badger.ErrRejected) {
+				s.logger.Warn("store: value-log gc", "err", err)
+			}
+			break
+		}
+	}
+}
+
+// notify wakes everyone waiting on Changed(space).
+func (s *Store) notify(space protocol.ID) {
+	s.changeMu.Lock()
+	defer s.changeMu.Unlock()
+	if ch, ok := s.changes[space]; ok {
+		close(ch)
+		delete(s.changes, space) // the next Changed makes a fresh one
+	}
+}
+
+// closedChan is returned by Changed after Close.
+var closedChan = func() chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
+}()
+
+// Changed returns a channel closed at the next successful Put of a new
+// message into space (or at Close). Get it before calling Read so that no
+// wake-up is lost: a Put that finishes after Changed closes the channel,
+// one that finished before it is visible to Read. Any number of goroutines
+// may wait on the same channel.
+func (s *Store) Changed(space protocol.ID) <-chan struct{} {
+	s.changeMu.Lock()
+	defer s.changeMu.Unlock()
+	if s.changes == nil {
+		return closedChan
+	}
+	ch, ok := s.changes[space]
+	if !ok {
+		ch = make(chan struct{})
+		s.changes[space] = ch
+	}
+	return ch
+}
+
+// get reads key in txn, mapping badger.ErrKeyNotFound to ErrNotFound.
+func get(txn *badger.Txn, key []byte) ([]byte, error) {
+	item, err := txn.Get(key)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	return item.ValueCopy(nil)
+}
