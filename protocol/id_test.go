@@ -155,7 +155,7 @@ func TestLimitsValidate(t *testing.T) {
 		t.Fatalf("DefaultLimits().Validate() = %v", err)
 	}
 	d := protocol.DefaultLimits()
-	if d.MaxSize != protocol.MaxMessageSize || d.MaxSize != 1<<20 || d.MaxSkew != 5*time.Minute {
+	if d.MaxSize != 1<<20 || d.MaxSkew != 5*time.Minute {
 		t.Errorf("DefaultLimits = %+v", d)
 	}
 	ok := []func(*protocol.Limits){

@@ -1,0 +1,62 @@
+package protocol_test
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weftmesh/weft/protocol"
+)
+
+var benchSizes = []int{256, 4 << 10, 64 << 10}
+
+func sizeName(n int) string {
+	if n >= 1<<10 {
+		return strconv.Itoa(n>>10) + "KiB"
+	}
+	return strconv.Itoa(n) + "B"
+}
+
+// benchDraft is a draft whose content object is exactly size bytes.
+func benchDraft(size int) protocol.Draft {
+	d := minimalDraft()
+	d.Prev = []protocol.ID{protocol.MessageID([]byte("p"))}
+	d.Content = []byte(`{"text":"` + strings.Repeat("x", size-len(`{"text":""}`)) + `"}`)
+	return d
+}
+
+func BenchmarkSign(b *testing.B) {
+	key := testKey(b, 1)
+	lim := protocol.DefaultLimits()
+	for _, size := range benchSizes {
+		b.Run(sizeName(size), func(b *testing.B) {
+			d := benchDraft(size)
+			b.SetBytes(int64(size))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := protocol.Sign(key, d, lim); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkValidate(b *testing.B) {
+	key := testKey(b, 1)
+	lim := protocol.DefaultLimits()
+	now := created.Add(time.Second)
+	for _, size := range benchSizes {
+		b.Run(sizeName(size), func(b *testing.B) {
+			wire := sign(b, key, benchDraft(size)).Encode()
+			b.SetBytes(int64(size))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := protocol.Validate(wire, now, lim); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
