@@ -33,6 +33,9 @@ func ParseID(s string) (ID, error) {
 	if err != nil || n != IDSize {
 		return ID{}, fmt.Errorf("%w: %q is not base32", ErrBadID, truncate(s, 80))
 	}
+	if idEncoding.EncodeToString(id[:]) != s { // unused trailing bits set
+		return ID{}, fmt.Errorf("%w: %q is not in canonical form", ErrBadID, truncate(s, 80))
+	}
 	if id.IsZero() {
 		return ID{}, fmt.Errorf("%w: zero id", ErrBadID)
 	}

@@ -5,6 +5,9 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"io"
+	"math"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -18,6 +21,13 @@ const SignatureSize = 64
 // SigningDomain is prepended to a body before it is signed, so a weft
 // signature can never be replayed as a signature over anything else.
 const SigningDomain = "weft/message/v1\x00"
+
+// jsonSpace is JSON's white space.
+const jsonSpace = " \t\r\n"
+
+// MaxTTL is the longest TTL a message may carry (in seconds), so that
+// created_at + ttl never overflows.
+const MaxTTL = math.MaxInt64 / int64(time.Second) / 2
 
 // wireFormat is the first byte of a message's wire encoding.
 const wireFormat = 0x01
@@ -53,7 +63,7 @@ func (h *Header) Expiry() (time.Time, bool) {
 	if h.TTL <= 0 {
 		return time.Time{}, false
 	}
-	return h.Created().Add(time.Duration(h.TTL) * time.Second), true
+	return h.Created().Add(time.Duration(min(h.TTL, MaxTTL)) * time.Second), true
 }
 
 // body is how a Header and its content are parsed from the signed bytes.
@@ -91,6 +101,9 @@ type Draft struct {
 // Sign makes a message from d, signed by key (which must be Ed25519), and
 // checks it against lim exactly as a receiver would at time d.CreatedAt.
 func Sign(key crypto.PrivKey, d Draft, lim Limits) (*Message, error) {
+	if err := lim.Validate(); err != nil {
+		return nil, err
+	}
 	if key.Type() != crypto.Ed25519 {
 		return nil, errorf(ErrBadSender, "key type %s, want Ed25519", key.Type())
 	}
@@ -98,7 +111,7 @@ func Sign(key crypto.PrivKey, d Draft, lim Limits) (*Message, error) {
 	if err != nil {
 		return nil, errorf(ErrBadSender, "%v", err)
 	}
-	content := bytes.TrimSpace(d.Content)
+	content := bytes.Trim(d.Content, jsonSpace)
 	if len(content) == 0 || content[0] != '{' || !json.Valid(content) {
 		return nil, errorf(ErrMalformed, "content must be a JSON object")
 	}
@@ -161,15 +174,21 @@ func Decode(wire []byte, lim Limits) (*Message, error) {
 	if len(wire) == 0 || wire[0] != wireFormat {
 		return nil, errorf(ErrMalformed, "unknown wire format")
 	}
+	if err := lim.Validate(); err != nil {
+		return nil, err
+	}
 	n, k := binary.Uvarint(wire[1:])
 	if k <= 0 {
 		return nil, errorf(ErrMalformed, "bad body length")
+	}
+	if k > 1 && wire[k] == 0 { // the last varint byte carries no bits: padded
+		return nil, errorf(ErrMalformed, "body length is not minimally encoded")
 	}
 	if n > uint64(lim.MaxSize) {
 		return nil, errorf(ErrTooLarge, "%d bytes, limit %d", n, lim.MaxSize)
 	}
 	rest := wire[1+k:]
-	if uint64(len(rest)) != n+SignatureSize {
+	if uint64(len(rest)) < SignatureSize || uint64(len(rest))-SignatureSize != n {
 		return nil, errorf(ErrMalformed, "frame is %d bytes, want %d", len(rest), n+SignatureSize)
 	}
 	b := bytes.Clone(rest[:n])
@@ -247,36 +266,73 @@ func parse(b []byte, lim Limits) (*Message, error) {
 	return m, nil
 }
 
-// checkTopLevel requires b to be one JSON object with no repeated key.
+// Field names of a body and of its refs object. encoding/json matches keys
+// case-insensitively (with Unicode folding), so a key that folds to one of
+// these without being it would be read as it by Go and as an unknown field
+// by a stricter parser: such keys are refused.
+var (
+	bodyFields = []string{"v", "space", "from", "created_at", "prev", "refs", "type", "ttl", "meta", "content"}
+	refsFields = []string{"messages", "nodes"}
+)
+
+// checkTopLevel requires b to be one JSON object with no repeated key and
+// no key that only case-folds to a field name; refs and meta are held to
+// the same rule, so that no two parsers can read one signed body two ways.
 func checkTopLevel(b []byte) error {
+	fields, err := checkObject(b, bodyFields)
+	if err != nil {
+		return err
+	}
+	if raw, ok := fields["refs"]; ok && string(raw) != "null" {
+		if _, err := checkObject(raw, refsFields); err != nil {
+			return fmt.Errorf("refs: %w", err)
+		}
+	}
+	if raw, ok := fields["meta"]; ok && string(raw) != "null" {
+		if _, err := checkObject(raw, nil); err != nil {
+			return fmt.Errorf("meta: %w", err)
+		}
+	}
+	return nil
+}
+
+// checkObject reads b as one JSON object and returns its members' raw
+// values. It refuses repeated keys, keys that fold to but differ from a
+// known name, and anything after the object.
+func checkObject(b []byte, known []string) (map[string]json.RawMessage, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	tok, err := dec.Token()
 	if err != nil || tok != json.Delim('{') {
-		return errorf(ErrMalformed, "body is not a JSON object")
+		return nil, errorf(ErrMalformed, "not a JSON object")
 	}
-	seen := make(map[string]struct{}, 12)
+	members := make(map[string]json.RawMessage, 12)
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return errorf(ErrMalformed, "%v", err)
+			return nil, errorf(ErrMalformed, "%v", err)
 		}
 		key, _ := tok.(string)
-		if _, dup := seen[key]; dup {
-			return errorf(ErrMalformed, "repeated key %q", truncate(key, 40))
+		if _, dup := members[key]; dup {
+			return nil, errorf(ErrMalformed, "repeated key %q", truncate(key, 40))
 		}
-		seen[key] = struct{}{}
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			return errorf(ErrMalformed, "%v", err)
+		for _, f := range known {
+			if key != f && strings.EqualFold(key, f) {
+				return nil, errorf(ErrMalformed, "key %q is not %q", truncate(key, 40), f)
+			}
 		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, errorf(ErrMalformed, "%v", err)
+		}
+		members[key] = v
 	}
 	if _, err := dec.Token(); err != nil {
-		return errorf(ErrMalformed, "%v", err)
+		return nil, errorf(ErrMalformed, "%v", err)
 	}
-	if _, err := dec.Token(); err == nil {
-		return errorf(ErrMalformed, "data after the body object")
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errorf(ErrMalformed, "data after the JSON object")
 	}
-	return nil
+	return members, nil
 }
 
 func (m *Message) checkShape(lim Limits) error {
@@ -294,6 +350,9 @@ func (m *Message) checkShape(lim Limits) error {
 	if err != nil || pub.Type() != crypto.Ed25519 {
 		return errorf(ErrBadSender, "from %s does not embed an Ed25519 key", m.From)
 	}
+	if pid.String() != m.From {
+		return errorf(ErrBadSender, "from %q is not in canonical form %s", truncate(m.From, 80), pid)
+	}
 	m.sender = pid
 	if m.CreatedAt <= 0 {
 		return errorf(ErrMalformed, "missing created_at")
@@ -305,15 +364,15 @@ func (m *Message) checkShape(lim Limits) error {
 		return errorf(ErrMalformed, "more than %d refs", lim.MaxRefs)
 	}
 	for _, n := range m.Refs.Nodes {
-		if _, err := peer.Decode(n); err != nil {
-			return errorf(ErrMalformed, "refs.nodes: %q is not a peer ID", truncate(n, 80))
+		if p, err := peer.Decode(n); err != nil || p.String() != n {
+			return errorf(ErrMalformed, "refs.nodes: %q is not a peer ID in canonical form", truncate(n, 80))
 		}
 	}
 	if m.Type == "" || len(m.Type) > lim.MaxType {
 		return errorf(ErrMalformed, "type must be 1..%d bytes", lim.MaxType)
 	}
-	if m.TTL < 0 {
-		return errorf(ErrMalformed, "negative ttl")
+	if m.TTL < 0 || m.TTL > MaxTTL {
+		return errorf(ErrMalformed, "ttl must be 0..%d seconds", MaxTTL)
 	}
 	if len(m.Meta) > lim.MaxMeta {
 		return errorf(ErrMalformed, "%d meta entries, limit %d", len(m.Meta), lim.MaxMeta)
@@ -323,7 +382,7 @@ func (m *Message) checkShape(lim Limits) error {
 			return errorf(ErrMalformed, "meta entries must be 1..%d bytes", lim.MaxMetaLen)
 		}
 	}
-	c := bytes.TrimSpace(m.Content)
+	c := bytes.Trim(m.Content, jsonSpace)
 	if len(c) == 0 || c[0] != '{' {
 		return errorf(ErrMalformed, "content must be a JSON object")
 	}
