@@ -1,0 +1,402 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/weftmesh/weft/protocol/api"
+)
+
+// End-to-end tests: the real weft binary, real daemons as separate
+// processes on 127.0.0.1, driven only through the CLI as the README shows.
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// weftBinary builds ./cmd/weft once per test process.
+func weftBinary(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end test builds and runs daemons")
+	}
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "weft-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "weft")
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			buildErr = errors.New(string(out))
+		}
+	})
+	if buildErr != nil {
+		t.Fatalf("build weft: %v", buildErr)
+	}
+	return binPath
+}
+
+type cli struct {
+	t    *testing.T
+	bin  string
+	home string
+}
+
+func newHome(t *testing.T) string {
+	t.Helper()
+	d, err := os.MkdirTemp("", "weft-e2e-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
+
+func (c cli) cmd(args ...string) *exec.Cmd {
+	cmd := exec.Command(c.bin, args...)
+	cmd.Env = append(os.Environ(), "WEFT_HOME="+c.home)
+	return cmd
+}
+
+// run runs a client command and returns stdout, stderr and the exit code.
+func (c cli) run(args ...string) (string, string, int) {
+	c.t.Helper()
+	cmd := c.cmd(args...)
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		c.t.Fatalf("weft %v: %v", args, err)
+	}
+	return out.String(), errb.String(), code
+}
+
+// ok runs a client command that must succeed and returns its stdout.
+func (c cli) ok(args ...string) string {
+	c.t.Helper()
+	out, errs, code := c.run(args...)
+	if code != 0 {
+		c.t.Fatalf("weft %s: exit %d: %s", strings.Join(args, " "), code, errs)
+	}
+	return out
+}
+
+// daemon is a running `weft daemon` process.
+type daemon struct {
+	cli
+	proc *exec.Cmd
+	done chan error
+	log  *os.File
+}
+
+func startDaemon(t *testing.T, c cli, args ...string) *daemon {
+	t.Helper()
+	logf, err := os.CreateTemp("", "weft-daemon-log-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { logf.Close(); os.Remove(logf.Name()) })
+	args = append([]string{"daemon", "--no-mdns"}, args...)
+	d := &daemon{cli: c, proc: c.cmd(args...), done: make(chan error, 1), log: logf}
+	d.proc.Stdout, d.proc.Stderr = logf, logf
+	if err := d.proc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { d.done <- d.proc.Wait() }()
+	t.Cleanup(func() { d.stop() })
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, _, code := c.run("id"); code == 0 {
+			return d
+		}
+		select {
+		case err := <-d.done:
+			d.done <- err
+			t.Fatalf("daemon exited: %v\n%s", err, d.logText())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("daemon did not come up:\n%s", d.logText())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (d *daemon) logText() string {
+	b, _ := os.ReadFile(d.log.Name())
+	return string(b)
+}
+
+// stop sends SIGTERM and returns the exit error (nil for a clean exit).
+func (d *daemon) stop() error {
+	if d.proc.ProcessState != nil {
+		return nil
+	}
+	_ = d.proc.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-d.done:
+		d.done <- err
+		return err
+	case <-time.After(20 * time.Second):
+		_ = d.proc.Process.Kill()
+		err := <-d.done
+		d.done <- err
+		return errors.New("daemon ignored SIGTERM for 20s")
+	}
+}
+
+func (c cli) id() (string, []string) {
+	c.t.Helper()
+	var out struct {
+		ID    string   `json:"id"`
+		Addrs []string `json:"addrs"`
+	}
+	if err := json.Unmarshal([]byte(c.ok("id", "--json")), &out); err != nil {
+		c.t.Fatal(err)
+	}
+	return out.ID, out.Addrs
+}
+
+// readJSON runs `weft read NAME --json` and decodes one message per line.
+func (c cli) readJSON(space string) []api.Message {
+	c.t.Helper()
+	var ms []api.Message
+	for _, line := range strings.Split(strings.TrimSpace(c.ok("read", space, "--json")), "\n") {
+		if line == "" {
+			continue
+		}
+		var m api.Message
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			c.t.Fatalf("read --json line %q: %v", line, err)
+		}
+		ms = append(ms, m)
+	}
+	return ms
+}
+
+func (c cli) waitFor(what string, cond func() bool) {
+	c.t.Helper()
+	deadline := time.Now().Add(45 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			c.t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func hasText(ms []api.Message, text string) (api.Message, bool) {
+	for _, m := range ms {
+		var c struct{ Text string }
+		if json.Unmarshal(m.Content, &c) == nil && c.Text == text {
+			return m, true
+		}
+	}
+	return api.Message{}, false
+}
+
+func TestEndToEnd(t *testing.T) {
+	bin := weftBinary(t)
+	a := cli{t, bin, newHome(t)}
+	b := cli{t, bin, newHome(t)}
+	c := cli{t, bin, newHome(t)}
+
+	// Client commands without a daemon fail with a clear one-line error.
+	_, errs, code := a.run("id")
+	if code == 0 || !strings.Contains(errs, "daemon not running (no socket at") || strings.Count(strings.TrimSpace(errs), "\n") != 0 {
+		t.Fatalf("id without daemon: exit %d, stderr %q", code, errs)
+	}
+
+	startDaemon(t, a, "--listen", "/ip4/127.0.0.1/tcp/0")
+	aID, aAddrs := a.id()
+	startDaemon(t, b, "--listen", "/ip4/127.0.0.1/tcp/0", "--bootstrap", aAddrs[0])
+	dc := startDaemon(t, c, "--listen", "/ip4/127.0.0.1/tcp/0", "--bootstrap", aAddrs[0])
+
+	for _, n := range []cli{a, b, c} {
+		n.ok("join", "research")
+		n.ok("join", "research") // idempotent
+	}
+	if out := a.ok("spaces"); !strings.Contains(out, "research") {
+		t.Fatalf("spaces: %q", out)
+	}
+
+	// Follow on B before anything is sent: replay, then live.
+	follow := b.cmd("read", "research", "--follow", "--json")
+	stdout, err := follow.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := follow.Start(); err != nil {
+		t.Fatal(err)
+	}
+	followed := make(chan api.Message, 100)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			var m api.Message
+			if json.Unmarshal(sc.Bytes(), &m) == nil {
+				followed <- m
+			}
+		}
+		close(followed)
+	}()
+	t.Cleanup(func() { follow.Process.Signal(syscall.SIGTERM); follow.Wait() })
+
+	// Wait until the gossip topic has formed on every node.
+	for _, n := range []cli{a, b, c} {
+		n.waitFor("space peers", func() bool {
+			var sps api.Spaces
+			return json.Unmarshal([]byte(n.ok("spaces", "--json")), &sps) == nil && len(sps.Spaces) == 1 && sps.Spaces[0].Peers > 0
+		})
+	}
+
+	helloID := strings.TrimSpace(a.ok("send", "research", "--text", "hello"))
+	b.waitFor("hello on b", func() bool { _, ok := hasText(b.readJSON("research"), "hello"); return ok })
+	m, _ := hasText(b.readJSON("research"), "hello")
+	if m.ID != helloID || m.From != aID {
+		t.Fatalf("b read %+v, want id %s from %s", m, helloID, aID)
+	}
+	select {
+	case fm := <-followed:
+		if fm.ID != helloID {
+			t.Fatalf("follow got %s first, want %s", fm.ID, helloID)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("read --follow printed nothing")
+	}
+
+	replyID := strings.TrimSpace(c.ok("send", "research", "--text", "hi a", "--ref", helloID, "--meta", "session=s1"))
+	for _, n := range []cli{a, b} {
+		n.waitFor("reply everywhere", func() bool { _, ok := hasText(n.readJSON("research"), "hi a"); return ok })
+	}
+	if show := a.ok("show", replyID, "--json"); !strings.Contains(show, helloID) || !strings.Contains(show, `"session":"s1"`) {
+		t.Fatalf("show reply: %s", show)
+	}
+	select {
+	case fm := <-followed:
+		if fm.ID != replyID {
+			t.Fatalf("follow got %s, want %s", fm.ID, replyID)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("read --follow missed the live message")
+	}
+
+	// kill -TERM c, restart it on the same home: it still has its messages,
+	// is still in the space, and rejoins the mesh by itself.
+	if err := dc.stop(); err != nil {
+		t.Fatalf("c did not exit cleanly on SIGTERM: %v\n%s", err, dc.logText())
+	}
+	if _, err := os.Stat(filepath.Join(c.home, "weft.sock")); !os.IsNotExist(err) {
+		t.Errorf("socket left behind after SIGTERM: %v", err)
+	}
+	startDaemon(t, c, "--listen", "/ip4/127.0.0.1/tcp/0")
+	after := c.readJSON("research")
+	if len(after) != 2 || after[0].ID != helloID || after[1].ID != replyID {
+		t.Fatalf("after restart c reads %d messages", len(after))
+	}
+	c.waitFor("c back in the space", func() bool {
+		var sps api.Spaces
+		return json.Unmarshal([]byte(c.ok("spaces", "--json")), &sps) == nil && len(sps.Spaces) == 1 && sps.Spaces[0].Peers > 0
+	})
+	a.ok("send", "research", "--text", "welcome back")
+	c.waitFor("live message after restart", func() bool { _, ok := hasText(c.readJSON("research"), "welcome back"); return ok })
+
+	// CLI errors: one line on stderr, non-zero exit.
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"read", "nowhere"}, "unknown space"},
+		{[]string{"send", "nowhere", "--text", "x"}, "unknown space"},
+		{[]string{"connect", "/ip4/999.0.0.1/tcp/1"}, "bad multiaddr"},
+		{[]string{"send", "research", "--json", "[1,2]"}, "content must be a JSON object"},
+		{[]string{"show", "nope"}, "bad id"},
+		{[]string{"read", "research", "--after", "!!"}, "bad cursor"},
+	} {
+		_, errs, code := a.run(tc.args...)
+		if code == 0 || !strings.Contains(errs, tc.want) || strings.Count(strings.TrimSpace(errs), "\n") != 0 {
+			t.Errorf("weft %v: exit %d, stderr %q, want one line containing %q", tc.args, code, errs, tc.want)
+		}
+	}
+}
+
+// TestEndToEndBadInputAPI: a daemon process answers bad requests on its
+// socket with 4xx JSON errors and keeps serving.
+func TestEndToEndBadInputAPI(t *testing.T) {
+	bin := weftBinary(t)
+	a := cli{t, bin, newHome(t)}
+	startDaemon(t, a, "--listen", "/ip4/127.0.0.1/tcp/0")
+	a.ok("join", "lab")
+	sock := filepath.Join(a.home, "weft.sock")
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", sock)
+	}}}
+	for _, tc := range []struct {
+		name, method, path, body string
+		status                   int
+	}{
+		{"malformed JSON", "POST", "/v1/spaces/lab/messages", `{"content":`, 400},
+		{"oversized body", "POST", "/v1/spaces/lab/messages", `{"content":{"t":"` + strings.Repeat("x", 2<<20) + `"}}`, 413},
+		{"unknown space", "GET", "/v1/spaces/nope/messages", ``, 404},
+		{"bad cursor", "GET", "/v1/spaces/lab/messages?after=garbage", ``, 400},
+	} {
+		req, _ := http.NewRequest(tc.method, "http://weft"+tc.path, strings.NewReader(tc.body))
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var e api.Error
+		if resp.StatusCode != tc.status || json.Unmarshal(b, &e) != nil || e.Error.Code == "" {
+			t.Errorf("%s: %d %s, want %d with a JSON error", tc.name, resp.StatusCode, b, tc.status)
+		}
+	}
+	a.ok("send", "lab", "--text", "still here")
+	if ms := a.readJSON("lab"); len(ms) != 1 {
+		t.Fatalf("lab holds %d messages, want 1", len(ms))
+	}
+}
+
+// TestDemo runs `weft demo` as a newcomer would and checks it ends well and
+// leaves nothing behind.
+func TestDemo(t *testing.T) {
+	bin := weftBinary(t)
+	tmp := newHome(t)
+	cmd := exec.Command(bin, "demo")
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("weft demo: %v\n%s", err, out)
+	}
+	for _, want := range []string{"node-3  started", "every node holds all 3 messages", "stopped 3 daemons"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("demo output lacks %q:\n%s", want, out)
+		}
+	}
+	left, _ := os.ReadDir(tmp)
+	if len(left) != 0 {
+		t.Errorf("demo left %d entries in its temp dir", len(left))
+	}
+}
