@@ -15,9 +15,9 @@ const (
 	// rtWait bounds how long bootstrapLoop waits for identify to put the
 	// bootstrap peers into the DHT routing table before refreshing it.
 	rtWait = 10 * time.Second
-	// Rendezvous: look for space members every findFast for the first
-	// findFastRounds rounds, then back off by doubling up to findSlow.
-	findFirst      = 2 * time.Second
+	// Rendezvous: look for space members after each of findStart, then
+	// every findFast for findFastRounds rounds, then back off by doubling up
+	// to findSlow.
 	findFast       = 10 * time.Second
 	findFastRounds = 6
 	findSlow       = time.Minute
@@ -29,6 +29,10 @@ const (
 	// advMaxWait caps the wait between successful advertisements.
 	advMaxWait = time.Hour
 )
+
+// findStart are the first waits of the rendezvous find loop: quick, since
+// members that join together advertise within seconds of each other.
+var findStart = []time.Duration{2 * time.Second, 3 * time.Second, 5 * time.Second}
 
 // peerFoundFunc adapts a function to mdns.Notifee.
 type peerFoundFunc func(peer.AddrInfo)
@@ -137,18 +141,18 @@ func (m *Mesh) advertiseLoop(ctx context.Context, ns string) {
 // findLoop looks up the members of rendezvous namespace ns and connects to
 // those not yet connected, until ctx ends.
 func (m *Mesh) findLoop(ctx context.Context, ns string) {
-	wait := findFirst
+	wait := findFast
 	for round := 0; ; round++ {
+		switch {
+		case round < len(findStart):
+			wait = findStart[round]
+		case round >= len(findStart)+findFastRounds:
+			wait = min(2*wait, findSlow)
+		}
 		if !sleep(ctx, wait) {
 			return
 		}
 		m.findOnce(ctx, ns)
-		switch {
-		case round < findFastRounds:
-			wait = findFast
-		default:
-			wait = min(2*wait, findSlow)
-		}
 	}
 }
 

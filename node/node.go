@@ -34,7 +34,6 @@ type Node struct {
 	api   *http.Server
 	ln    net.Listener
 
-
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	once   sync.Once

@@ -55,7 +55,7 @@ func pairKey(prefix byte, a, b protocol.ID) []byte {
 	return k
 }
 
-func messageKey(id protocol.ID) []byte          { return idKey(prefixMessage, id) }
+func messageKey(id protocol.ID) []byte { return idKey(prefixMessage, id) }
 
 func dataKey(id protocol.ID, chunk int) []byte {
 	return append(idKey(prefixData, id), byte(chunk))

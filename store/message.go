@@ -1,6 +1,7 @@
 package store
 
 import (
+	"runtime"
 	"bytes"
 	"context"
 	"encoding/binary"
@@ -129,8 +130,9 @@ func (s *Store) putOnce(m Message) (Entry, bool, error) {
 		return Entry{}, false, fmt.Errorf("store: put %s: set order: %w", m.ID, err)
 	}
 	done := make(chan error, 1)
-	txn.CommitWith(func(err error) { done <- err })
 	s.commitMu.Unlock()
+	runtime.Gosched()
+	txn.CommitWith(func(err error) { done <- err })
 
 	if err := <-done; err != nil {
 		if errors.Is(err, badger.ErrConflict) {
@@ -426,18 +428,22 @@ func recordSpace(b []byte) (protocol.ID, error) {
 	return protocol.ID(b[1+seqSize : recordHeader]), nil
 }
 
-// decodeRecord decodes the record of message id; Raw is left nil.
-func decodeRecord(id protocol.ID, b []byte) (Entry, error) {
+// decodeRecord decodes the record of message id, returning it with Raw
+// nil and the number of raw chunks.
+func decodeRecord(id protocol.ID, b []byte) (Entry, int, error) {
+	bad := func(what string) (Entry, int, error) {
+		return Entry{}, 0, fmt.Errorf("message %s: %w: %s", id, errBadRecord, what)
+	}
 	if len(b) < recordHeader || b[0] != recordVersion {
-		return Entry{}, fmt.Errorf("message %s: %w", id, errBadRecord)
+		return bad("header")
 	}
 	e := Entry{Message: Message{ID: id}}
 	e.Cursor = Cursor(binary.BigEndian.Uint64(b[1:]))
 	e.Space = protocol.ID(b[1+seqSize : recordHeader])
 	rest := b[recordHeader:]
 	n, w := binary.Uvarint(rest)
-	if w <= 0 || uint64(len(rest)-w) != n*protocol.IDSize {
-		return Entry{}, fmt.Errorf("message %s: %w: prev count", id, errBadRecord)
+	if w <= 0 || n > uint64(len(rest)-w)/protocol.IDSize {
+		return bad("prev count")
 	}
 	rest = rest[w:]
 	if n > 0 {
@@ -447,7 +453,11 @@ func decodeRecord(id protocol.ID, b []byte) (Entry, error) {
 			rest = rest[protocol.IDSize:]
 		}
 	}
-	return e, nil
+	chunks, w := binary.Uvarint(rest)
+	if w <= 0 || w != len(rest) || chunks > 255 {
+		return bad("chunk count")
+	}
+	return e, int(chunks), nil
 }
 
 func cloneMessage(m Message) Message {
