@@ -147,7 +147,9 @@ func Sign(key crypto.PrivKey, d Draft, lim Limits) (*Message, error) {
 		return nil, err
 	}
 	m.Sig = sig
-	if err := m.Verify(d.CreatedAt, lim); err != nil {
+	// The signature was just made with the sender's key; only the clock
+	// and TTL checks a receiver runs remain.
+	if err := m.checkTime(d.CreatedAt, lim); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -226,6 +228,11 @@ func (m *Message) Verify(now time.Time, lim Limits) error {
 	if err != nil || !ok {
 		return errorf(ErrBadSignature, "not signed by %s", m.From)
 	}
+	return m.checkTime(now, lim)
+}
+
+// checkTime checks m's clock skew and TTL at now.
+func (m *Message) checkTime(now time.Time, lim Limits) error {
 	if skew := m.Created().Sub(now); skew > lim.MaxSkew {
 		return errorf(ErrClockSkew, "created %s ahead of this node's clock", skew.Round(time.Millisecond))
 	}
