@@ -1,7 +1,6 @@
 package store
 
 import (
-	"runtime"
 	"bytes"
 	"context"
 	"encoding/binary"
@@ -130,9 +129,8 @@ func (s *Store) putOnce(m Message) (Entry, bool, error) {
 		return Entry{}, false, fmt.Errorf("store: put %s: set order: %w", m.ID, err)
 	}
 	done := make(chan error, 1)
-	s.commitMu.Unlock()
-	runtime.Gosched()
 	txn.CommitWith(func(err error) { done <- err })
+	s.commitMu.Unlock()
 
 	if err := <-done; err != nil {
 		if errors.Is(err, badger.ErrConflict) {

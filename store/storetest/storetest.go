@@ -568,12 +568,13 @@ func testConcurrent(t *testing.T, open func(testing.TB) *store.Store) {
 	results := make([]result, len(followerLimits))
 	deadline := time.Now().Add(60 * time.Second)
 
+	writersDone := make(chan struct{})
 	var followers sync.WaitGroup
 	for f, limit := range followerLimits {
 		followers.Go(func() {
 			r := result{seen: make(map[protocol.ID]int)}
 			var cur store.Cursor
-			for len(r.order) < total && time.Now().Before(deadline) {
+			for time.Now().Before(deadline) {
 				ch := s.Changed(sp)
 				es, next, err := s.Read(sp, cur, limit)
 				if err != nil {
@@ -592,9 +593,14 @@ func testConcurrent(t *testing.T, open func(testing.TB) *store.Store) {
 					t.Errorf("follower %d: next cursor %d, last entry %d", f, next, cur)
 				}
 				if len(es) == 0 {
+					if closed(writersDone) {
+						break // every Put has returned and this Read saw the end
+					}
 					select {
 					case <-ch:
+					case <-writersDone:
 					case <-time.After(time.Until(deadline)):
+						t.Errorf("follower %d: timed out with %d of %d messages", f, len(r.order), total)
 					}
 				}
 			}
@@ -630,6 +636,7 @@ func testConcurrent(t *testing.T, open func(testing.TB) *store.Store) {
 		})
 	}
 	writersWG.Wait()
+	close(writersDone)
 	followers.Wait()
 	if t.Failed() {
 		return
