@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 
 	badger "github.com/dgraph-io/badger/v4"
 	"github.com/weftmesh/weft/protocol"
@@ -99,12 +100,17 @@ func (s *Store) putOnce(m Message) (Entry, bool, error) {
 			return Entry{}, false, fmt.Errorf("store: put %s: set head: %w", m.ID, err)
 		}
 	}
+	var unheaded []headRef // stored parents that stop being heads
 	for i, p := range m.Prev {
 		if p == m.ID || p.IsZero() || containsID(m.Prev[:i], p) {
 			continue
 		}
-		if err := s.linkParent(txn, p, m.ID); err != nil {
+		space, err := s.linkParent(txn, p, m.ID)
+		if err != nil {
 			return Entry{}, false, fmt.Errorf("store: put %s: link parent %s: %w", m.ID, p, err)
+		}
+		if !space.IsZero() {
+			unheaded = append(unheaded, headRef{space, p})
 		}
 	}
 
@@ -138,29 +144,65 @@ func (s *Store) putOnce(m Message) (Entry, bool, error) {
 		}
 		return Entry{}, false, fmt.Errorf("store: put %s: commit: %w", m.ID, err)
 	}
+	s.updateHeads(m, !referenced, unheaded)
 	s.notify(m.Space)
 	return Entry{Message: cloneMessage(m), Cursor: Cursor(seq)}, true, nil
 }
 
-// linkParent records in txn that child names parent in its Prev.
-func (s *Store) linkParent(txn *badger.Txn, parent, child protocol.ID) error {
+// headRef names a message in a space.
+type headRef struct{ space, id protocol.ID }
+
+// updateHeads applies a committed Put to the cached heads of the spaces
+// already cached (the others are read from disk when first asked for).
+// Commits and these updates may interleave, but "named by a child" only
+// ever becomes true, so a new head is added only if no child names it on
+// disk by now: a child committed after it either is seen here or removes
+// it when its own update runs.
+func (s *Store) updateHeads(m Message, head bool, unheaded []headRef) {
+	s.headsMu.Lock()
+	defer s.headsMu.Unlock()
+	for _, r := range unheaded {
+		if hs, ok := s.heads[r.space]; ok {
+			delete(hs, r.id)
+		}
+	}
+	hs, ok := s.heads[m.Space]
+	if !head || !ok {
+		return
+	}
+	err := s.db.View(func(txn *badger.Txn) error {
+		_, err := get(txn, refKey(m.ID))
+		return err
+	})
+	switch {
+	case errors.Is(err, ErrNotFound):
+		hs[m.ID] = struct{}{}
+	case err != nil:
+		delete(s.heads, m.Space) // unsure: read from disk next time
+	}
+}
+
+// linkParent records in txn that child names parent in its Prev. If parent
+// is stored, it stops being a head, and its space is returned.
+func (s *Store) linkParent(txn *badger.Txn, parent, child protocol.ID) (protocol.ID, error) {
+	var space protocol.ID
 	val, err := get(txn, messageKey(parent))
 	switch {
 	case err == nil:
-		space, err := recordSpace(val)
+		space, err = recordSpace(val)
 		if err != nil {
-			return err
+			return space, err
 		}
 		if err := txn.Delete(headKey(space, parent)); err != nil {
-			return err
+			return space, err
 		}
 	case !errors.Is(err, ErrNotFound):
-		return err
+		return space, err
 	}
 	if err := txn.Set(childKey(parent, child), nil); err != nil {
-		return err
+		return space, err
 	}
-	return txn.Set(refKey(parent), nil)
+	return space, txn.Set(refKey(parent), nil)
 }
 
 // nextSeqLocked allocates the next seq of space. commitMu must be held.
@@ -316,6 +358,30 @@ func (s *Store) Heads(space protocol.ID) ([]protocol.ID, error) {
 		return nil, err
 	}
 	defer s.leave()
+	s.headsMu.Lock()
+	defer s.headsMu.Unlock()
+	hs, ok := s.heads[space]
+	if !ok {
+		ids, err := s.readHeads(space)
+		if err != nil {
+			return nil, err
+		}
+		hs = make(map[protocol.ID]struct{}, len(ids))
+		for _, id := range ids {
+			hs[id] = struct{}{}
+		}
+		s.heads[space] = hs
+	}
+	heads := make([]protocol.ID, 0, len(hs))
+	for id := range hs {
+		heads = append(heads, id)
+	}
+	slices.SortFunc(heads, func(a, b protocol.ID) int { return bytes.Compare(a[:], b[:]) })
+	return heads, nil
+}
+
+// readHeads reads a space's heads from disk.
+func (s *Store) readHeads(space protocol.ID) ([]protocol.ID, error) {
 	var heads []protocol.ID
 	err := s.db.View(func(txn *badger.Txn) error {
 		opts := badger.DefaultIteratorOptions
@@ -337,7 +403,7 @@ func (s *Store) Heads(space protocol.ID) ([]protocol.ID, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: heads %s: %w", space, err)
 	}
-	return heads, nil // keys sort by id bytes
+	return heads, nil
 }
 
 func countPrefix(txn *badger.Txn, prefix []byte) int {

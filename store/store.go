@@ -45,6 +45,11 @@ type Store struct {
 	commitMu sync.Mutex
 	seqs     map[protocol.ID]uint64 // last seq allocated per space; guarded by commitMu
 
+	// headsMu guards heads: each space's heads, cached in memory once read
+	// (scanning head keys walks every deleted head still in the LSM tree).
+	headsMu sync.Mutex
+	heads   map[protocol.ID]map[protocol.ID]struct{}
+
 	changeMu sync.Mutex
 	changes  map[protocol.ID]chan struct{} // nil after Close
 
@@ -70,6 +75,7 @@ func Open(opts Options) (*Store, error) {
 		db:      db,
 		logger:  logger,
 		seqs:    make(map[protocol.ID]uint64),
+		heads:   make(map[protocol.ID]map[protocol.ID]struct{}),
 		changes: make(map[protocol.ID]chan struct{}),
 		cancel:  cancel,
 	}
