@@ -97,6 +97,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ConnLow == 0 {
 		c.ConnLow = DefaultConnLow
+		if c.ConnHigh != 0 && c.ConnHigh < c.ConnLow {
+			c.ConnLow = c.ConnHigh
+		}
 	}
 	if c.ConnHigh == 0 {
 		c.ConnHigh = max(DefaultConnHigh, c.ConnLow)

@@ -24,8 +24,8 @@ const maxRPCSize = protocol.MaxWireSize + 64<<10
 // newPubSub starts gossipsub for h. Messages carry no libp2p signature or
 // author (weft messages are signed by their sender), so message IDs must
 // come from the content: see gossipID. The router stops when ctx ends.
-func newPubSub(ctx context.Context, h host.Host, log *slog.Logger) (*pubsub.PubSub, error) {
-	return pubsub.NewGossipSub(ctx, h, pubsubOptions(log)...)
+func newPubSub(ctx context.Context, h host.Host, tr *meshTracer, log *slog.Logger) (*pubsub.PubSub, error) {
+	return pubsub.NewGossipSub(ctx, h, append(pubsubOptions(log), pubsub.WithRawTracer(tr))...)
 }
 
 // pubsubOptions are the gossipsub options every weft node must share.

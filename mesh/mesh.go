@@ -40,6 +40,7 @@ type Mesh struct {
 	dht       *dht.IpfsDHT
 	disc      *drouting.RoutingDiscovery
 	ps        *pubsub.PubSub
+	tracer    *meshTracer
 	mdns      mdns.Service // nil unless Config.MDNS
 	idSub     event.Subscription
 	log       *slog.Logger
@@ -48,12 +49,13 @@ type Mesh struct {
 	bootstrap []peer.AddrInfo
 
 	cancel context.CancelFunc // stops everything started in New
+	done   <-chan struct{}    // closed by cancel
 	wg     sync.WaitGroup
+	hookCh chan func(peer.ID, []ma.Multiaddr) // to identifiedLoop, which owns the hooks
 
 	opMu   sync.Mutex // serializes JoinSpace, LeaveSpace and Close
 	mu     sync.RWMutex
 	spaces map[protocol.ID]*space
-	hooks  []func(peer.ID, []ma.Multiaddr)
 	closed bool
 }
 
@@ -64,12 +66,16 @@ type PeerInfo struct {
 	Direction string         // "inbound" or "outbound": of the first open connection
 }
 
-// New starts a mesh node with identity key. ctx bounds construction only;
-// the node runs until Close. Bootstrap peers are dialled in the background,
-// so New does not fail when they are unreachable.
+// New starts a mesh node with identity key (Ed25519). ctx bounds
+// construction only; the node runs until Close. Bootstrap peers are dialled
+// in the background, so New does not fail when they are unreachable; nor
+// does it when mDNS cannot start (it logs a warning and goes on without).
 func New(ctx context.Context, key crypto.PrivKey, cfg Config) (_ *Mesh, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if key == nil || key.Type() != crypto.Ed25519 {
+		return nil, errors.New("mesh: identity must be an Ed25519 key")
 	}
 	cfg = cfg.withDefaults()
 	boot, _ := parseBootstrap(cfg.Bootstrap) // checked by Validate
@@ -87,6 +93,8 @@ func New(ctx context.Context, key crypto.PrivKey, cfg Config) (_ *Mesh, err erro
 		lim:       cfg.Limits,
 		bootstrap: boot,
 		cancel:    cancel,
+		done:      runCtx.Done(),
+		hookCh:    make(chan func(peer.ID, []ma.Multiaddr)),
 		spaces:    make(map[protocol.ID]*space),
 	}
 	defer func() {
@@ -115,7 +123,8 @@ func New(ctx context.Context, key crypto.PrivKey, cfg Config) (_ *Mesh, err erro
 	}
 	m.disc = drouting.NewRoutingDiscovery(m.dht)
 
-	m.ps, err = newPubSub(runCtx, h, cfg.Logger)
+	m.tracer = newMeshTracer()
+	m.ps, err = newPubSub(runCtx, h, m.tracer, cfg.Logger)
 	if err != nil {
 		return nil, fmt.Errorf("gossipsub: %w", err)
 	}
@@ -124,9 +133,10 @@ func New(ctx context.Context, key crypto.PrivKey, cfg Config) (_ *Mesh, err erro
 		m.mdns = mdns.NewMdnsService(h, protocol.MDNSService, peerFoundFunc(func(ai peer.AddrInfo) {
 			m.wg.Go(func() { m.connectFound(runCtx, ai, "mdns") })
 		}))
-		if err := m.mdns.Start(); err != nil {
+		if err := m.mdns.Start(); err != nil { // e.g. no multicast interface
+			m.log.Warn("mDNS unavailable; LAN discovery off", "err", err)
+			_ = m.mdns.Close()
 			m.mdns = nil
-			return nil, fmt.Errorf("mdns: %w", err)
 		}
 	}
 
@@ -236,35 +246,41 @@ func (m *Mesh) Connect(ctx context.Context, addr ma.Multiaddr) (peer.ID, error) 
 	return ai.ID, nil
 }
 
-// OnPeerConnected registers f to be called, once identify has completed,
-// for every peer this node connects to, with the addresses that peer says it
-// listens on (dialable later, unlike an inbound connection's remote port).
-// f runs on one event goroutine shared by all hooks: it must not block.
+// OnPeerConnected registers f to be called for every peer this node
+// connects to, once identify has completed, with the addresses that peer
+// says it listens on (dialable later, unlike an inbound connection's remote
+// port). f is called at once for the peers already connected, with the
+// addresses known for them, so it may see a peer more than once. All hooks
+// run on one goroutine: f must not block, nor call OnPeerConnected.
+// After Close, OnPeerConnected does nothing.
 func (m *Mesh) OnPeerConnected(f func(peer.ID, []ma.Multiaddr)) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.hooks = append(m.hooks, f)
+	select {
+	case m.hookCh <- f:
+	case <-m.done:
+	}
 }
 
-// identifiedLoop feeds identify events to the OnPeerConnected hooks.
+// identifiedLoop owns the OnPeerConnected hooks and feeds them identify
+// events.
 func (m *Mesh) identifiedLoop(ctx context.Context) {
+	var hooks []func(peer.ID, []ma.Multiaddr)
 	for {
-		var e any
-		var ok bool
 		select {
-		case e, ok = <-m.idSub.Out():
+		case f := <-m.hookCh:
+			hooks = append(hooks, f)
+			for _, p := range m.h.Network().Peers() {
+				f(p, m.h.Peerstore().Addrs(p))
+			}
+		case e, ok := <-m.idSub.Out():
 			if !ok {
 				return
 			}
+			ev := e.(event.EvtPeerIdentificationCompleted)
+			for _, f := range hooks {
+				f(ev.Peer, ev.ListenAddrs)
+			}
 		case <-ctx.Done():
 			return
-		}
-		ev := e.(event.EvtPeerIdentificationCompleted)
-		m.mu.RLock()
-		hooks := m.hooks
-		m.mu.RUnlock()
-		for _, f := range hooks {
-			f(ev.Peer, ev.ListenAddrs)
 		}
 	}
 }

@@ -178,3 +178,9 @@ func (m *Mesh) SpacePeers(id protocol.ID) []peer.ID {
 	}
 	return s.topic.ListPeers()
 }
+
+// meshPeers returns the peers this node exchanges full messages of the space
+// with: the gossipsub mesh, a subset of SpacePeers.
+func (m *Mesh) meshPeers(id protocol.ID) []peer.ID {
+	return m.tracer.peers(protocol.Topic(id))
+}

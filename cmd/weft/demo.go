@@ -79,7 +79,7 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 	if err := waitFor(ctx, 30*time.Second, func() bool {
 		for _, d := range daemons {
 			sps, err := d.c.Spaces(ctx)
-			if err != nil || len(sps) == 0 || sps[0].Peers == 0 {
+			if err != nil || len(sps) == 0 || sps[0].Peers < len(daemons)-1 {
 				return false
 			}
 		}

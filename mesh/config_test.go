@@ -1,0 +1,58 @@
+package mesh
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/weftmesh/weft/protocol"
+)
+
+func TestConfigValidate(t *testing.T) {
+	const pid = "12D3KooWGzxzKZYveHXtpG6AsrUJBcWxHBFS2HsEoGTxrMLvKXtf"
+	tooBig := protocol.DefaultLimits()
+	tooBig.MaxSize = protocol.MaxMessageSize + 1
+	for _, tc := range []struct {
+		name    string
+		cfg     Config
+		wantErr string // "" = valid
+	}{
+		{"zero", Config{}, ""},
+		{"full", Config{
+			ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0", "/ip4/127.0.0.1/udp/0/quic-v1"},
+			Bootstrap:   []string{"/ip4/127.0.0.1/tcp/4001/p2p/" + pid, "/ip4/127.0.0.1/udp/4001/quic-v1/p2p/" + pid},
+			DHTMode:     "client", ConnLow: 10, ConnHigh: 20, Limits: protocol.DefaultLimits(),
+		}, ""},
+		{"bad listen", Config{ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0", "/ip4/nope/tcp/1"}}, `bad multiaddr "/ip4/nope/tcp/1"`},
+		{"bad bootstrap", Config{Bootstrap: []string{"127.0.0.1:4001"}}, `bad multiaddr "127.0.0.1:4001"`},
+		{"bootstrap without p2p", Config{Bootstrap: []string{"/ip4/127.0.0.1/tcp/4001"}}, `"/ip4/127.0.0.1/tcp/4001": must end in /p2p/`},
+		{"dht mode", Config{DHTMode: "lighthouse"}, `"lighthouse"`},
+		{"negative watermark", Config{ConnLow: -1}, "negative"},
+		{"low above high", Config{ConnLow: 30, ConnHigh: 20}, "low watermark 30 above high watermark 20"},
+		{"limits", Config{Limits: tooBig}, "limits"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.cfg.Validate()
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("unexpected error: %v", err)
+			case tc.wantErr != "" && err == nil:
+				t.Fatalf("no error, want one containing %q", tc.wantErr)
+			case tc.wantErr != "" && !strings.Contains(err.Error(), tc.wantErr):
+				t.Fatalf("error %q does not contain %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestConfigDefaults(t *testing.T) {
+	for _, c := range []Config{{ConnLow: 300}, {ConnHigh: 20}} {
+		c = c.withDefaults()
+		if c.ConnHigh < c.ConnLow || c.ConnLow == 0 {
+			t.Errorf("watermarks low %d, high %d", c.ConnLow, c.ConnHigh)
+		}
+	}
+	c := Config{}.withDefaults()
+	if c.Limits != protocol.DefaultLimits() || c.Logger == nil || c.Now == nil || c.DHTMode != DHTServer || len(c.ListenAddrs) == 0 {
+		t.Errorf("defaults not applied: %+v", c)
+	}
+}

@@ -1,0 +1,222 @@
+package mesh
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p"
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	pb "github.com/libp2p/go-libp2p-pubsub/pb"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/weftmesh/weft/protocol"
+)
+
+// badWires are wire messages for space that no node may accept, each with
+// the validation result it must get, and one valid message. Limits of
+// smallLimits make the oversized one too large.
+type badWire struct {
+	name string
+	wire []byte
+	want pubsub.ValidationResult
+}
+
+var smallLimits = func() protocol.Limits {
+	l := protocol.DefaultLimits()
+	l.MaxSize = 4 << 10
+	return l
+}()
+
+func badWires(tb testing.TB, key crypto.PrivKey, space protocol.ID) []badWire {
+	tb.Helper()
+	flipSig := sign(tb, key, space, "bad signature", nil).Encode()
+	flipSig[len(flipSig)-1] ^= 0x01
+
+	tampered := sign(tb, key, space, "hello world", nil).Encode()
+	i := bytes.Index(tampered, []byte("hello world"))
+	tampered[i] = 'j' // "jello world": still valid JSON, no longer what was signed
+
+	other, _, _ := crypto.GenerateEd25519Key(rand.Reader)
+	otherID, _ := peer.IDFromPrivateKey(other)
+	keyID, _ := peer.IDFromPrivateKey(key)
+	// Signed by key, claiming to be from other: same length, so the frame holds.
+	forged := sign(tb, key, space, "forged", nil)
+	forgedWire := bytes.Replace(forged.Encode(), []byte(keyID.String()), []byte(otherID.String()), 1)
+
+	oversized := sign(tb, key, space, strings.Repeat("x", 8<<10), nil).Encode()
+	wrongSpace := sign(tb, key, protocol.SpaceID("elsewhere"), "wrong space", nil).Encode()
+	expired := sign(tb, key, space, "expired", func(d *protocol.Draft) {
+		d.CreatedAt = time.Now().Add(-2 * time.Hour)
+		d.TTL = time.Hour
+	}).Encode()
+	future := sign(tb, key, space, "future", func(d *protocol.Draft) {
+		d.CreatedAt = time.Now().Add(time.Hour)
+	}).Encode()
+
+	return []badWire{
+		{"bad signature", flipSig, pubsub.ValidationReject},
+		{"tampered body", tampered, pubsub.ValidationReject},
+		{"forged sender", forgedWire, pubsub.ValidationReject},
+		{"oversized", oversized, pubsub.ValidationReject},
+		{"wrong space", wrongSpace, pubsub.ValidationReject},
+		{"garbage", []byte("\x01\x05hello"), pubsub.ValidationReject},
+		{"empty", nil, pubsub.ValidationReject},
+		{"expired", expired, pubsub.ValidationIgnore},
+		{"clock skew", future, pubsub.ValidationIgnore},
+	}
+}
+
+func TestValidator(t *testing.T) {
+	space := protocol.SpaceID("test/validator")
+	key, _, _ := crypto.GenerateEd25519Key(rand.Reader)
+	val := validator(space, smallLimits, time.Now, slog.New(slog.DiscardHandler))
+
+	good := sign(t, key, space, "fine", nil)
+	pm := &pubsub.Message{Message: &pb.Message{Data: good.Encode()}}
+	if got := val(t.Context(), "", pm); got != pubsub.ValidationAccept {
+		t.Fatalf("valid message: %v", got)
+	}
+	if got, ok := pm.ValidatorData.(*protocol.Message); !ok || got.ID != good.ID {
+		t.Fatalf("ValidatorData = %#v, want the decoded message", pm.ValidatorData)
+	}
+
+	for _, tc := range badWires(t, key, space) {
+		pm := &pubsub.Message{Message: &pb.Message{Data: tc.wire}}
+		if got := val(t.Context(), "", pm); got != tc.want {
+			t.Errorf("%s: result %v, want %v", tc.name, got, tc.want)
+		}
+		if pm.ValidatorData != nil {
+			t.Errorf("%s: ValidatorData set on a refused message", tc.name)
+		}
+	}
+}
+
+func TestGossipID(t *testing.T) {
+	key, _, _ := crypto.GenerateEd25519Key(rand.Reader)
+	msg := sign(t, key, protocol.SpaceID("test/id"), "id", nil)
+	wire := msg.Encode()
+
+	// splitWire agrees with protocol's framing.
+	dec, err := protocol.Decode(wire, protocol.DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, sig, ok := splitWire(wire)
+	if !ok || protocol.MessageID(body) != dec.ID || !bytes.Equal(sig, dec.Sig) {
+		t.Fatalf("splitWire disagrees with protocol.Decode")
+	}
+
+	id := gossipID(&pb.Message{Data: wire})
+	if !strings.HasPrefix(id, msg.ID.String()+".") {
+		t.Errorf("gossip ID %q does not start with the weft ID %s", id, msg.ID)
+	}
+	// A copy with a corrupted signature must not share the ID, or it could
+	// shadow the real message in the seen-cache.
+	bad := bytes.Clone(wire)
+	bad[len(bad)-1] ^= 1
+	if gossipID(&pb.Message{Data: bad}) == id {
+		t.Error("corrupted signature gives the same gossip ID")
+	}
+	for _, data := range [][]byte{nil, []byte("junk"), wire[:len(wire)-1], append(bytes.Clone(wire), 0)} {
+		sum := sha256.Sum256(data)
+		if got := gossipID(&pb.Message{Data: data}); got != hex.EncodeToString(sum[:]) {
+			t.Errorf("gossipID(%q…) = %q, want SHA-256 fallback", data[:min(len(data), 8)], got)
+		}
+	}
+}
+
+// A plain gossipsub peer, connected to A only, publishes invalid messages:
+// none reaches a Sink on A or B (A must not forward them), while a valid
+// message it publishes afterwards reaches both.
+func TestInvalidMessagesNeverDelivered(t *testing.T) {
+	space := protocol.SpaceID("test/invalid")
+	start := time.Now()
+	phase := func(what string) { t.Logf("%s after %s", what, time.Since(start).Round(time.Millisecond)) }
+	a, _ := newTestMesh(t, Config{Limits: smallLimits})
+	b, _ := newTestMesh(t, Config{Limits: smallLimits}, a)
+	sa, sb := newRecorder(), newRecorder()
+	if err := a.JoinSpace(space, sa); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.JoinSpace(space, sb); err != nil {
+		t.Fatal(err)
+	}
+
+	// The raw peer: libp2p defaults, loopback only, no weft code but the
+	// gossipsub settings every weft peer shares (no libp2p signatures,
+	// so IDs come from the content).
+	raw, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"), libp2p.DisableRelay())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { raw.Close() })
+	rawPS, err := pubsub.NewGossipSub(t.Context(), raw,
+		pubsub.WithMessageSignaturePolicy(pubsub.StrictNoSign),
+		pubsub.WithMessageIdFn(func(pm *pb.Message) string { s := sha256.Sum256(pm.Data); return string(s[:]) }),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	topic, err := rawPS.Join(protocol.Topic(space))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer topic.Close()
+	if err := raw.Connect(t.Context(), peer.AddrInfo{ID: a.ID(), Addrs: a.h.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "raw peer sees A in the topic", func() bool { return containsPeer(topic.ListPeers(), a.ID()) })
+	// Wait for the gossip mesh: a message reaching A before A grafts B never
+	// reaches B by gossip (that is sync's job).
+	waitFor(t, 10*time.Second, "A–B gossip mesh", func() bool {
+		return containsPeer(b.SpacePeers(space), a.ID()) && containsPeer(a.meshPeers(space), b.ID())
+	})
+	phase("gossip mesh formed")
+
+	key, _, _ := crypto.GenerateEd25519Key(rand.Reader)
+	for _, tc := range badWires(t, key, space) {
+		if err := topic.Publish(t.Context(), tc.wire); err != nil {
+			t.Fatalf("raw publish %s: %v", tc.name, err)
+		}
+	}
+	// A corrupted copy of the valid message goes first: it must not shadow
+	// the real one in the gossip seen-cache.
+	good := sign(t, key, space, "valid, after the bad ones", nil)
+	shadow := good.Encode()
+	shadow[len(shadow)-1] ^= 1
+	if err := topic.Publish(t.Context(), shadow); err != nil {
+		t.Fatal(err)
+	}
+	if err := topic.Publish(t.Context(), good.Encode()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 15*time.Second, "the valid message on A", func() bool { return sa.has(good.ID) })
+	waitFor(t, 15*time.Second, "the valid message on B", func() bool { return sb.has(good.ID) })
+	phase("valid message delivered")
+	// The raw peer sent in order over one stream and A validates as it
+	// reads, so anything invalid would have arrived by now. A second valid
+	// message flushes the path once more before checking.
+	flush := sign(t, key, space, "flush", nil)
+	if err := topic.Publish(t.Context(), flush.Encode()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 15*time.Second, "the flush message on A and B", func() bool { return sa.has(flush.ID) && sb.has(flush.ID) })
+	phase("flush message delivered")
+	for name, s := range map[string]*recorder{"A": sa, "B": sb} {
+		if got := s.ids(); len(got) != 2 {
+			t.Errorf("%s's sink holds %d messages, want only the 2 valid ones", name, len(got))
+		}
+		s.mu.Lock()
+		if m := s.msgs[good.ID]; m == nil || !bytes.Equal(m.Encode(), good.Encode()) {
+			t.Errorf("%s's sink does not hold the valid message exactly as signed", name)
+		}
+		s.mu.Unlock()
+	}
+}
