@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/weftmesh/weft/node/client"
+	"github.com/weftmesh/weft/protocol"
 	"github.com/weftmesh/weft/protocol/api"
 )
 
@@ -54,7 +55,7 @@ func TestAPIBadInput(t *testing.T) {
 		{"bad limit", "GET", "/v1/spaces/lab/messages?limit=0", ``, nil, 400, api.CodeBadRequest},
 		{"huge limit", "GET", "/v1/spaces/lab/messages?limit=100000", ``, nil, 400, api.CodeBadRequest},
 		{"bad message id", "GET", "/v1/messages/xyz", ``, nil, 400, "bad_id"},
-		{"unknown message", "GET", "/v1/messages/" + strings.Repeat("b", 52), ``, nil, 404, api.CodeNotFound},
+		{"unknown message", "GET", "/v1/messages/" + protocol.MessageID([]byte("never sent")).String(), ``, nil, 404, api.CodeNotFound},
 		{"empty space name", "POST", "/v1/spaces", `{"name":""}`, nil, 400, api.CodeBadRequest},
 		{"slash in space name", "POST", "/v1/spaces", `{"name":"a/b"}`, nil, 400, api.CodeBadRequest},
 		{"bad multiaddr", "POST", "/v1/peers", `{"addr":"/ip4/999.1.1.1/tcp/1"}`, nil, 400, api.CodeBadAddr},
