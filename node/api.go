@@ -36,6 +36,7 @@ func (n *Node) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/spaces/{space}/messages", n.handleRead)
 	mux.HandleFunc("GET /v1/spaces/{space}/events", n.handleEvents)
 	mux.HandleFunc("GET /v1/messages/{id}", n.handleMessage)
+	mux.HandleFunc("GET /v1/messages/{id}/thread", n.handleThread)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, api.CodeNotFound, "no route "+r.Method+" "+r.URL.Path)
 	})

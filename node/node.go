@@ -168,7 +168,7 @@ func (n *Node) Deliver(ctx context.Context, m *protocol.Message) error {
 }
 
 func storeMessage(m *protocol.Message) store.Message {
-	return store.Message{ID: m.ID, Space: m.Space, Prev: m.Prev, Raw: m.Encode()}
+	return store.Message{ID: m.ID, Space: m.Space, Prev: m.Prev, ReplyTo: m.Refs.Messages, Raw: m.Encode()}
 }
 
 func (n *Node) rememberPeer(id peer.ID, addrs []ma.Multiaddr) {

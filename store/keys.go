@@ -34,6 +34,7 @@ const (
 	prefixHead    byte = 'h'
 	prefixChild   byte = 'c'
 	prefixRef     byte = 'r'
+	prefixReply   byte = 'x'
 	prefixSpace   byte = 's'
 	prefixPeer    byte = 'p'
 )
@@ -64,6 +65,8 @@ func refKey(parent protocol.ID) []byte          { return idKey(prefixRef, parent
 func spaceKey(id protocol.ID) []byte            { return idKey(prefixSpace, id) }
 func headKey(space, id protocol.ID) []byte      { return pairKey(prefixHead, space, id) }
 func childKey(parent, child protocol.ID) []byte { return pairKey(prefixChild, parent, child) }
+func replyKey(to, reply protocol.ID) []byte     { return pairKey(prefixReply, to, reply) }
+func replyPrefix(to protocol.ID) []byte         { return idKey(prefixReply, to) }
 func orderPrefix(space protocol.ID) []byte      { return idKey(prefixOrder, space) }
 func headPrefix(space protocol.ID) []byte       { return idKey(prefixHead, space) }
 

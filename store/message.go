@@ -17,7 +17,10 @@ type Message struct {
 	ID    protocol.ID
 	Space protocol.ID
 	Prev  []protocol.ID // causal parents (for heads); may be empty
-	Raw   []byte        // the wire encoding, opaque to the store
+	// ReplyTo are the messages this one replies to (refs.messages): indexed
+	// so that replies can be listed; not kept in the record or in Entries.
+	ReplyTo []protocol.ID
+	Raw     []byte // the wire encoding, opaque to the store
 }
 
 // Entry is a stored message at a position in its space's order.
@@ -111,6 +114,12 @@ func (s *Store) putOnce(m Message) (Entry, bool, error) {
 		}
 		if !space.IsZero() {
 			unheaded = append(unheaded, headRef{space, p})
+		}
+	}
+
+	for _, to := range m.ReplyTo {
+		if err := txn.Set(replyKey(to, m.ID), nil); err != nil {
+			return Entry{}, false, fmt.Errorf("store: put %s: index reply to %s: %w", m.ID, to, err)
 		}
 	}
 
@@ -380,6 +389,38 @@ func (s *Store) Heads(space protocol.ID) ([]protocol.ID, error) {
 	return heads, nil
 }
 
+// Replies returns the stored messages that name id in their refs.messages,
+// sorted by ID bytes; at most limit of them (limit > 0).
+func (s *Store) Replies(id protocol.ID, limit int) ([]protocol.ID, error) {
+	if limit <= 0 {
+		return nil, errors.New("store: replies: limit must be positive")
+	}
+	if err := s.enter(); err != nil {
+		return nil, err
+	}
+	defer s.leave()
+	var out []protocol.ID
+	err := s.db.View(func(txn *badger.Txn) error {
+		opts := badger.DefaultIteratorOptions
+		opts.PrefetchValues = false
+		opts.Prefix = replyPrefix(id)
+		it := txn.NewIterator(opts)
+		defer it.Close()
+		for it.Rewind(); it.ValidForPrefix(opts.Prefix) && len(out) < limit; it.Next() {
+			k := it.Item().Key()
+			if len(k) != len(opts.Prefix)+protocol.IDSize {
+				return fmt.Errorf("bad reply key %x", k)
+			}
+			out = append(out, protocol.ID(k[len(opts.Prefix):]))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: replies to %s: %w", id, err)
+	}
+	return out, nil
+}
+
 // readHeads reads a space's heads from disk.
 func (s *Store) readHeads(space protocol.ID) ([]protocol.ID, error) {
 	var heads []protocol.ID
@@ -528,6 +569,7 @@ func cloneMessage(m Message) Message {
 	if m.Prev != nil {
 		m.Prev = append([]protocol.ID(nil), m.Prev...)
 	}
+	m.ReplyTo = nil // not part of what the store returns
 	m.Raw = bytes.Clone(m.Raw)
 	return m
 }

@@ -293,6 +293,12 @@ func TestEndToEnd(t *testing.T) {
 	if show := a.ok("show", replyID, "--json"); !strings.Contains(show, helloID) || !strings.Contains(show, `"session":"s1"`) {
 		t.Fatalf("show reply: %s", show)
 	}
+	if th := a.ok("thread", replyID, "--json"); !strings.Contains(th, `"depth":1`) || !strings.Contains(th, helloID) {
+		t.Fatalf("thread of the reply: %s", th)
+	}
+	if th := a.ok("thread", helloID, "--down"); !strings.Contains(th, "hi a") {
+		t.Fatalf("replies to hello: %s", th)
+	}
 	select {
 	case fm := <-followed:
 		if fm.ID != replyID {

@@ -57,6 +57,7 @@ func commands() []command {
 		{"send", "NAME (--text TEXT | --json OBJECT) [--type T] [--ref ID]... [--to PEER]... [--ttl SECONDS] [--meta K=V]...", "send a message; prints its ID", runSend},
 		{"read", "NAME [--after CURSOR] [--limit N] [--follow] [--json]", "read a space (replay, then follow with --follow)", runRead},
 		{"show", "ID [--json]", "show one message", runShow},
+		{"thread", "ID [--down] [--depth N] [--json]", "a message and what it replies to (or, with --down, its replies), nearest first", runThread},
 		{"version", "", "print the version", runVersion},
 	}
 }

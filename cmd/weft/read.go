@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/weftmesh/weft/protocol/api"
@@ -120,5 +121,36 @@ func runShow(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintf(e.stdout, "meta:     %s=%s\n", k, v)
 	}
 	fmt.Fprintf(e.stdout, "content:  %s\n", m.Content)
+	return nil
+}
+
+func runThread(ctx context.Context, e *env, args []string) error {
+	fs := e.flags("thread")
+	down := fs.Bool("down", false, "descendants (the replies, and theirs) instead of ancestors")
+	depth := fs.Int("depth", -1, "at most N steps from the message (default: the daemon's, 100)")
+	asJSON := fs.Bool("json", false, "print one JSON object per line, each with its depth")
+	pos, err := parse(fs, args, 1)
+	if err != nil {
+		return err
+	}
+	th, err := e.client().Thread(ctx, pos[0], !*down, *depth)
+	if err != nil {
+		return err
+	}
+	for _, m := range th.Messages {
+		if *asJSON {
+			if err := printJSON(e.stdout, m); err != nil {
+				return err
+			}
+			continue
+		}
+		fmt.Fprint(e.stdout, strings.Repeat("  ", m.Depth))
+		if err := printMessage(e.stdout, m.Message); err != nil {
+			return err
+		}
+	}
+	if th.Truncated {
+		fmt.Fprintln(e.stderr, "(thread cut at the depth or size limit)")
+	}
 	return nil
 }

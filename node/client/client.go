@@ -234,3 +234,18 @@ func (c *Client) Message(ctx context.Context, id string) (api.Message, error) {
 	var m api.Message
 	return m, c.do(ctx, http.MethodGet, "/v1/messages/"+url.PathEscape(id), nil, &m)
 }
+
+// Thread returns a message with its ancestors (up=true: what it replies to,
+// and so on) or its descendants (the replies to it, and so on), nearest
+// first, to at most depth steps (depth < 0: the daemon's default).
+func (c *Client) Thread(ctx context.Context, id string, up bool, depth int) (api.Thread, error) {
+	q := url.Values{"direction": {"descendants"}}
+	if up {
+		q.Set("direction", "ancestors")
+	}
+	if depth >= 0 {
+		q.Set("depth", strconv.Itoa(depth))
+	}
+	var t api.Thread
+	return t, c.do(ctx, http.MethodGet, "/v1/messages/"+url.PathEscape(id)+"/thread?"+q.Encode(), nil, &t)
+}

@@ -94,6 +94,23 @@ type Page struct {
 	Next     string    `json:"next"` // pass as ?after= to continue; unchanged when nothing new
 }
 
+// ThreadMessage is a message in a thread, with its distance from the
+// message the thread was asked for (0 for that message itself).
+type ThreadMessage struct {
+	Depth int `json:"depth"`
+	Message
+}
+
+// Thread is the answer of GET /v1/messages/{id}/thread: the message and its
+// ancestors (the messages it replies to, through refs.messages, and so on)
+// or its descendants (the replies to it, and so on), nearest first, and by
+// creation time within one depth.
+type Thread struct {
+	Direction string          `json:"direction"` // "ancestors" or "descendants"
+	Messages  []ThreadMessage `json:"messages"`
+	Truncated bool            `json:"truncated,omitempty"` // the depth or size limit cut it short
+}
+
 // Error is the body of every error answer.
 type Error struct {
 	Error ErrorBody `json:"error"`

@@ -37,6 +37,7 @@ func Run(t *testing.T, open func(t testing.TB) *store.Store) {
 		{"Cursor", testCursor},
 		{"Heads", testHeads},
 		{"HeadsAcrossSpaces", testHeadsAcrossSpaces},
+		{"Replies", testReplies},
 		{"Changed", testChanged},
 		{"Concurrent", testConcurrent},
 		{"Spaces", testSpaces},
@@ -854,5 +855,47 @@ func testClosed(t *testing.T, open func(testing.TB) *store.Store) {
 		if !errors.Is(err, store.ErrClosed) {
 			t.Errorf("%s after Close: %v, want ErrClosed", name, err)
 		}
+	}
+}
+
+func testReplies(t *testing.T, open func(testing.TB) *store.Store) {
+	s := open(t)
+	space := ID("replies")
+	root := Msg(space, "root")
+	MustPut(t, s, root)
+	var want []protocol.ID
+	for _, name := range []string{"r1", "r2", "r3"} {
+		m := Msg(space, name)
+		m.ReplyTo = []protocol.ID{root.ID}
+		MustPut(t, s, m)
+		MustPut(t, s, m) // a duplicate indexes nothing twice
+		want = append(want, m.ID)
+	}
+	// A reply stored before the message it replies to is still found.
+	early := Msg(space, "early")
+	early.ReplyTo = []protocol.ID{ID("late")}
+	MustPut(t, s, early)
+	MustPut(t, s, Msg(space, "late"))
+
+	slices.SortFunc(want, func(a, b protocol.ID) int { return bytes.Compare(a[:], b[:]) })
+	got, err := s.Replies(root.ID, 10)
+	if err != nil || !slices.Equal(got, want) {
+		t.Errorf("Replies(root) = %v, %v; want %v", got, err, want)
+	}
+	if got, err := s.Replies(root.ID, 2); err != nil || len(got) != 2 {
+		t.Errorf("Replies(root, 2) = %v, %v", got, err)
+	}
+	if got, err := s.Replies(ID("late"), 10); err != nil || len(got) != 1 || got[0] != early.ID {
+		t.Errorf("Replies(late) = %v, %v", got, err)
+	}
+	if got, err := s.Replies(ID("r1"), 10); err != nil || len(got) != 0 {
+		t.Errorf("Replies(leaf) = %v, %v", got, err)
+	}
+	if _, err := s.Replies(root.ID, 0); err == nil {
+		t.Error("Replies with limit 0 succeeded")
+	}
+	e, err := s.Get(ID("r1"))
+	if err != nil || e.ReplyTo != nil {
+		t.Errorf("Get returns ReplyTo %v, %v; the store does not keep it", e.ReplyTo, err)
 	}
 }
