@@ -399,22 +399,7 @@ func (s *Store) Replies(id protocol.ID, limit int) ([]protocol.ID, error) {
 		return nil, err
 	}
 	defer s.leave()
-	var out []protocol.ID
-	err := s.db.View(func(txn *badger.Txn) error {
-		opts := badger.DefaultIteratorOptions
-		opts.PrefetchValues = false
-		opts.Prefix = replyPrefix(id)
-		it := txn.NewIterator(opts)
-		defer it.Close()
-		for it.Rewind(); it.ValidForPrefix(opts.Prefix) && len(out) < limit; it.Next() {
-			k := it.Item().Key()
-			if len(k) != len(opts.Prefix)+protocol.IDSize {
-				return fmt.Errorf("bad reply key %x", k)
-			}
-			out = append(out, protocol.ID(k[len(opts.Prefix):]))
-		}
-		return nil
-	})
+	out, err := s.keyIDs(replyPrefix(id), limit)
 	if err != nil {
 		return nil, fmt.Errorf("store: replies to %s: %w", id, err)
 	}
@@ -423,28 +408,33 @@ func (s *Store) Replies(id protocol.ID, limit int) ([]protocol.ID, error) {
 
 // readHeads reads a space's heads from disk.
 func (s *Store) readHeads(space protocol.ID) ([]protocol.ID, error) {
-	var heads []protocol.ID
-	err := s.db.View(func(txn *badger.Txn) error {
-		opts := badger.DefaultIteratorOptions
-		opts.PrefetchValues = false
-		opts.Prefix = headPrefix(space)
-		it := txn.NewIterator(opts)
-		defer it.Close()
-		for it.Rewind(); it.ValidForPrefix(opts.Prefix); it.Next() {
-			k := it.Item().Key()
-			if len(k) != len(opts.Prefix)+protocol.IDSize {
-				return fmt.Errorf("bad head key %x", k)
-			}
-			var id protocol.ID
-			copy(id[:], k[len(opts.Prefix):])
-			heads = append(heads, id)
-		}
-		return nil
-	})
+	heads, err := s.keyIDs(headPrefix(space), -1)
 	if err != nil {
 		return nil, fmt.Errorf("store: heads %s: %w", space, err)
 	}
 	return heads, nil
+}
+
+// keyIDs lists the IDs that end the keys prefix+ID, in key order; at most
+// limit of them when limit > 0.
+func (s *Store) keyIDs(prefix []byte, limit int) ([]protocol.ID, error) {
+	var ids []protocol.ID
+	err := s.db.View(func(txn *badger.Txn) error {
+		opts := badger.DefaultIteratorOptions
+		opts.PrefetchValues = false
+		opts.Prefix = prefix
+		it := txn.NewIterator(opts)
+		defer it.Close()
+		for it.Rewind(); it.ValidForPrefix(prefix) && (limit <= 0 || len(ids) < limit); it.Next() {
+			k := it.Item().Key()
+			if len(k) != len(prefix)+protocol.IDSize {
+				return fmt.Errorf("bad key %x under prefix %x", k, prefix)
+			}
+			ids = append(ids, protocol.ID(k[len(prefix):]))
+		}
+		return nil
+	})
+	return ids, err
 }
 
 func countPrefix(txn *badger.Txn, prefix []byte) int {
