@@ -29,6 +29,15 @@ var (
 	buildErr  error
 )
 
+// TestMain removes the binary the end-to-end tests built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" {
+		os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
+}
+
 // weftBinary builds ./cmd/weft once per test process.
 func weftBinary(t *testing.T) string {
 	t.Helper()
