@@ -38,9 +38,13 @@ func (n *Node) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/messages/{id}", n.handleMessage)
 	mux.HandleFunc("GET /v1/messages/{id}/thread", n.handleThread)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if knownPath(mux, r) {
+			writeError(w, http.StatusMethodNotAllowed, api.CodeMethod, r.Method+" is not supported on "+r.URL.Path)
+			return
+		}
 		writeError(w, http.StatusNotFound, api.CodeNotFound, "no route "+r.Method+" "+r.URL.Path)
 	})
-	return refuseBrowsers(jsonMethodErrors(mux))
+	return refuseBrowsers(mux)
 }
 
 // refuseBrowsers turns away requests a web page could make: a browser sets
@@ -55,23 +59,17 @@ func refuseBrowsers(h http.Handler) http.Handler {
 	})
 }
 
-// jsonMethodErrors answers a known path asked with the wrong method with a
-// JSON 405 (the catch-all route would otherwise say 404).
-func jsonMethodErrors(mux *http.ServeMux) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, pattern := mux.Handler(r); pattern == "/" {
-			// Only the catch-all matched: a 405 if the path exists for another method.
-			for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodDelete} {
-				probe := r.Clone(r.Context())
-				probe.Method = m
-				if _, p := mux.Handler(probe); p != "" && p != "/" {
-					writeError(w, http.StatusMethodNotAllowed, api.CodeMethod, r.Method+" is not supported on "+r.URL.Path)
-					return
-				}
-			}
+// knownPath reports whether r's path has a route for another method. It
+// runs only in the catch-all route, so matched requests pay nothing for it.
+func knownPath(mux *http.ServeMux, r *http.Request) bool {
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodDelete} {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, p := mux.Handler(probe); p != "" && p != "/" {
+			return true
 		}
-		mux.ServeHTTP(w, r)
-	})
+	}
+	return false
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

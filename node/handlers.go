@@ -151,7 +151,7 @@ func (n *Node) handleSend(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case errors.As(err, &bad):
 			writeError(w, http.StatusUnprocessableEntity, api.CodeInvalid, err.Error())
-		case isProtocolError(err):
+		case protocol.IsInvalid(err):
 			writeProtocolError(w, err)
 		default:
 			writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, err.Error())

@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -18,16 +17,6 @@ import (
 type badRequest struct{ msg string }
 
 func (e badRequest) Error() string { return e.msg }
-
-func isProtocolError(err error) bool {
-	for _, e := range []error{protocol.ErrTooLarge, protocol.ErrMalformed, protocol.ErrVersion, protocol.ErrBadSender,
-		protocol.ErrBadSignature, protocol.ErrIDMismatch, protocol.ErrClockSkew, protocol.ErrExpired, protocol.ErrBadID} {
-		if errors.Is(err, e) {
-			return true
-		}
-	}
-	return false
-}
 
 // Send signs a message for a joined space, stores it durably, then
 // publishes it to the space's peers. prev is set to the space's heads as
