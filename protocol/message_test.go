@@ -441,17 +441,23 @@ func TestValidateErrors(t *testing.T) {
 
 func lastSig(wire []byte) []byte { return wire[len(wire)-protocol.SignatureSize:] }
 
+// caseClock returns a case's validation time (default: a second after
+// created) and its limits (the defaults, adjusted by mutate).
+func caseClock(now time.Time, mutate func(*protocol.Limits)) (time.Time, protocol.Limits) {
+	if now.IsZero() {
+		now = created.Add(time.Second)
+	}
+	lim := protocol.DefaultLimits()
+	if mutate != nil {
+		mutate(&lim)
+	}
+	return now, lim
+}
+
 func runValidationCase(t *testing.T, tt validationCase) {
 	t.Helper()
 	t.Run(tt.name, func(t *testing.T) {
-		now := tt.now
-		if now.IsZero() {
-			now = created.Add(time.Second)
-		}
-		lim := protocol.DefaultLimits()
-		if tt.lim != nil {
-			tt.lim(&lim)
-		}
+		now, lim := caseClock(tt.now, tt.lim)
 		if tt.err == nil {
 			tt.err, tt.code = protocol.ErrMalformed, "malformed"
 		}
@@ -505,14 +511,7 @@ func TestValidateAccepts(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			now := tt.now
-			if now.IsZero() {
-				now = created.Add(time.Second)
-			}
-			lim := protocol.DefaultLimits()
-			if tt.lim != nil {
-				tt.lim(&lim)
-			}
+			now, lim := caseClock(tt.now, tt.lim)
 			wire := signRaw(t, key, tt.body)
 			m, err := protocol.Validate(wire, now, lim)
 			if err != nil {

@@ -214,6 +214,28 @@ func (c cli) waitFor(what string, cond func() bool) {
 	}
 }
 
+// waitSpacePeers waits until the node's one space has at least k peers.
+func (c cli) waitSpacePeers(k int) {
+	c.t.Helper()
+	c.waitFor("space peers", func() bool {
+		var sps api.Spaces
+		return json.Unmarshal([]byte(c.ok("spaces", "--json")), &sps) == nil && len(sps.Spaces) == 1 && sps.Spaces[0].Peers >= k
+	})
+}
+
+// nextFollowed checks that the next message `read --follow` printed is want.
+func nextFollowed(t *testing.T, followed <-chan api.Message, want string) {
+	t.Helper()
+	select {
+	case m := <-followed:
+		if m.ID != want {
+			t.Fatalf("read --follow printed %s, want %s", m.ID, want)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("read --follow did not print %s", want)
+	}
+}
+
 func hasText(ms []api.Message, text string) (api.Message, bool) {
 	for _, m := range ms {
 		var c struct{ Text string }
@@ -274,10 +296,7 @@ func TestEndToEnd(t *testing.T) {
 	// Wait until every node has both others as direct topic peers: a
 	// sender's own messages then reach every member without relaying.
 	for _, n := range []cli{a, b, c} {
-		n.waitFor("space peers", func() bool {
-			var sps api.Spaces
-			return json.Unmarshal([]byte(n.ok("spaces", "--json")), &sps) == nil && len(sps.Spaces) == 1 && sps.Spaces[0].Peers >= 2
-		})
+		n.waitSpacePeers(2)
 	}
 
 	helloID := strings.TrimSpace(a.ok("send", "research", "--text", "hello"))
@@ -286,14 +305,7 @@ func TestEndToEnd(t *testing.T) {
 	if m.ID != helloID || m.From != aID {
 		t.Fatalf("b read %+v, want id %s from %s", m, helloID, aID)
 	}
-	select {
-	case fm := <-followed:
-		if fm.ID != helloID {
-			t.Fatalf("follow got %s first, want %s", fm.ID, helloID)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("read --follow printed nothing")
-	}
+	nextFollowed(t, followed, helloID)
 
 	replyID := strings.TrimSpace(c.ok("send", "research", "--text", "hi a", "--ref", helloID, "--meta", "session=s1"))
 	for _, n := range []cli{a, b} {
@@ -308,14 +320,7 @@ func TestEndToEnd(t *testing.T) {
 	if th := a.ok("thread", helloID, "--down"); !strings.Contains(th, "hi a") {
 		t.Fatalf("replies to hello: %s", th)
 	}
-	select {
-	case fm := <-followed:
-		if fm.ID != replyID {
-			t.Fatalf("follow got %s, want %s", fm.ID, replyID)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("read --follow missed the live message")
-	}
+	nextFollowed(t, followed, replyID)
 
 	// kill -TERM c, restart it on the same home: it still has its messages,
 	// is still in the space, and rejoins the mesh by itself.
@@ -330,10 +335,7 @@ func TestEndToEnd(t *testing.T) {
 	if len(after) != 2 || after[0].ID != helloID || after[1].ID != replyID {
 		t.Fatalf("after restart c reads %d messages", len(after))
 	}
-	c.waitFor("c back in the space", func() bool {
-		var sps api.Spaces
-		return json.Unmarshal([]byte(c.ok("spaces", "--json")), &sps) == nil && len(sps.Spaces) == 1 && sps.Spaces[0].Peers >= 2
-	})
+	c.waitSpacePeers(2)
 	a.ok("send", "research", "--text", "welcome back")
 	c.waitFor("live message after restart", func() bool { _, ok := hasText(c.readJSON("research"), "welcome back"); return ok })
 
