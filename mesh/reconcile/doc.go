@@ -1,0 +1,24 @@
+// Package reconcile is weft's sync protocol: two members of a space find
+// the messages one of them lacks and exchange them, over a libp2p stream
+// (Protocol), with no special node.
+//
+// The initiator sends a hello with its floor (the oldest created_at it
+// keeps), its count and fingerprint of the space (see protocol.Sum) and
+// its heads. If the responder's fingerprint over the same range matches,
+// it answers "in sync" and the session ends: one small frame each way,
+// whatever the history's size. Otherwise the two take turns, each turn an
+// exchange of ranges, wants and messages (wire.go): a range whose
+// fingerprints match is settled; a differing range is split into 16
+// sub-ranges with their fingerprints, or, once small, answered with the
+// IDs it holds, which settles it — the receiver asks for the IDs it lacks
+// and pushes the messages the other lacks. A side with nothing in a range
+// gets all of it pushed without a list. So rounds grow with the log of the
+// history and bytes with the difference.
+//
+// Everything fetched is validated exactly as gossip is (protocol.Validate,
+// the space must match); expired and future-dated messages are dropped, and
+// any other invalid message, or a malformed frame, aborts the session and
+// refuses the peer for a while. After delivery the parents (prev) of each
+// fetched message that are still missing are asked for, so gaps below a
+// sync window are followed as far as the peer has them.
+package reconcile

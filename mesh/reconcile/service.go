@@ -1,0 +1,556 @@
+package reconcile
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	libp2pprotocol "github.com/libp2p/go-libp2p/core/protocol"
+
+	"github.com/weftmesh/weft/protocol"
+)
+
+// Protocol is the stream protocol of a sync session.
+const Protocol = libp2pprotocol.ID(protocol.SyncProtocol)
+
+// Store is what sync reads of this node's messages. Implementations must be
+// safe for concurrent use. Ranges are [lo, hi) in SyncKey order.
+type Store interface {
+	// Heads returns the space's messages that no stored message names in
+	// its prev.
+	Heads(space protocol.ID) ([]protocol.ID, error)
+	// Summary returns the number of stored messages of the space in
+	// [lo, hi) and the Sum of their IDs.
+	Summary(space protocol.ID, lo, hi protocol.SyncKey) (int, protocol.Sum, error)
+	// Keys returns up to limit keys in [lo, hi), ascending.
+	Keys(space protocol.ID, lo, hi protocol.SyncKey, limit int) ([]protocol.SyncKey, error)
+	// Split returns ascending keys b1…bk (k < parts) splitting [lo, hi)
+	// into non-empty ranges [lo,b1), [b1,b2) … [bk,hi) of nearly equal size.
+	Split(space protocol.ID, lo, hi protocol.SyncKey, parts int) ([]protocol.SyncKey, error)
+	// Wire returns a message's wire bytes; false (and no error) if it is
+	// not stored or has expired.
+	Wire(id protocol.ID) ([]byte, bool, error)
+	// Has reports whether a message is stored (expired or not).
+	Has(id protocol.ID) (bool, error)
+	// Floor returns the lowest created_at the store keeps for the space
+	// (math.MinInt64 when it keeps everything).
+	Floor(space protocol.ID) (int64, error)
+}
+
+// Sink receives the valid messages a session fetches. It is called
+// concurrently, must be idempotent (a message may also arrive by gossip),
+// and should return once the message is stored.
+type Sink interface {
+	Deliver(ctx context.Context, m *protocol.Message) error
+}
+
+// Stats describe sync sessions.
+type Stats struct {
+	Sessions      int   // sessions run (each counts once, on either side)
+	InSync        int   // of them, ended by matching fingerprints in the hello
+	Rounds        int   // exchanges sent
+	BytesSent     int64 // on the stream, including framing
+	BytesReceived int64
+	Sent          int // messages sent to peers
+	Received      int // messages fetched and delivered
+	Dropped       int // fetched but expired, future-dated or below the window
+}
+
+func (a *Stats) add(b Stats) {
+	a.Sessions += b.Sessions
+	a.InSync += b.InSync
+	a.Rounds += b.Rounds
+	a.BytesSent += b.BytesSent
+	a.BytesReceived += b.BytesReceived
+	a.Sent += b.Sent
+	a.Received += b.Received
+	a.Dropped += b.Dropped
+}
+
+// Service runs sync sessions for the spaces it has joined: it answers
+// peers' sessions and starts its own when asked (Sync, Trigger).
+type Service struct {
+	h   host.Host
+	st  Store
+	cfg config
+
+	ctx    context.Context // ends at Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	slots  chan struct{} // bounds sessions answered at once
+
+	mu      sync.Mutex
+	spaces  map[protocol.ID]Sink
+	runs    map[runKey]bool // triggered sessions in flight → run again when done
+	refused map[peer.ID]time.Time
+	totals  Stats
+	closed  bool
+
+	active atomic.Int64 // sessions in flight, both sides
+}
+
+type runKey struct {
+	peer  peer.ID
+	space protocol.ID
+}
+
+// New starts the sync service on h: it registers the stream handler.
+// Messages are read from st; fetched ones go to the Sink of their space
+// (see Join).
+func New(h host.Host, st Store, opts ...Option) (*Service, error) {
+	cfg := defaults()
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return nil, fmt.Errorf("reconcile: %w", err)
+		}
+	}
+	if h == nil || st == nil {
+		return nil, errors.New("reconcile: nil host or store")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Service{
+		h:       h,
+		st:      st,
+		cfg:     cfg,
+		ctx:     ctx,
+		cancel:  cancel,
+		slots:   make(chan struct{}, cfg.maxInbound),
+		spaces:  make(map[protocol.ID]Sink),
+		runs:    make(map[runKey]bool),
+		refused: make(map[peer.ID]time.Time),
+	}
+	h.SetStreamHandler(Protocol, s.handle)
+	return s, nil
+}
+
+// Close stops answering, cancels the sessions in flight and waits for them.
+func (s *Service) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	s.h.RemoveStreamHandler(Protocol)
+	s.cancel()
+	s.wg.Wait()
+	return nil
+}
+
+// Join serves space and delivers what its sessions fetch to sink.
+func (s *Service) Join(space protocol.ID, sink Sink) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.spaces[space] = sink
+}
+
+// Leave stops serving space; sessions in flight finish.
+func (s *Service) Leave(space protocol.ID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.spaces, space)
+}
+
+// Totals returns the statistics of every session so far.
+func (s *Service) Totals() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.totals
+}
+
+// Idle reports whether no session is in flight.
+func (s *Service) Idle() bool { return s.active.Load() == 0 }
+
+func (s *Service) sink(space protocol.ID) (Sink, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k, ok := s.spaces[space]
+	return k, ok
+}
+
+// isRefused reports whether p misbehaved recently.
+func (s *Service) isRefused(p peer.ID) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	until, ok := s.refused[p]
+	if ok && s.cfg.now().After(until) {
+		delete(s.refused, p)
+		return false
+	}
+	return ok
+}
+
+// finish records a session's stats, and refuses the peer if it misbehaved.
+func (s *Service) finish(p peer.ID, space protocol.ID, st Stats, err error) {
+	s.mu.Lock()
+	s.totals.add(st)
+	if errors.Is(err, ErrRefused) || errors.Is(err, errMalformed) {
+		s.refused[p] = s.cfg.now().Add(s.cfg.refuseFor)
+	}
+	s.mu.Unlock()
+	switch {
+	case err == nil:
+		if st.Received > 0 || st.Sent > 0 {
+			s.cfg.log.Debug("sync done", "peer", p, "space", space, "received", st.Received, "sent", st.Sent, "rounds", st.Rounds)
+		}
+	case errors.Is(err, ErrRefused), errors.Is(err, errMalformed):
+		s.cfg.log.Warn("sync: refusing peer", "peer", p, "space", space, "for", s.cfg.refuseFor, "err", err)
+	default:
+		s.cfg.log.Debug("sync failed", "peer", p, "space", space, "err", err)
+	}
+}
+
+// Trigger starts a session with p for space in the background unless one
+// is running, in which case that one runs once more when it ends. It does
+// nothing for a space not joined or a refused peer.
+func (s *Service) Trigger(p peer.ID, space protocol.ID) {
+	k := runKey{p, space}
+	s.mu.Lock()
+	_, joined := s.spaces[space]
+	if s.closed || !joined || p == s.h.ID() {
+		s.mu.Unlock()
+		return
+	}
+	if _, running := s.runs[k]; running {
+		s.runs[k] = true
+		s.mu.Unlock()
+		return
+	}
+	s.runs[k] = false
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.wg.Done()
+		for {
+			_, _ = s.Sync(s.ctx, p, space) // logged by finish
+			s.mu.Lock()
+			again := s.runs[k] && !s.closed
+			if !again {
+				delete(s.runs, k)
+				s.mu.Unlock()
+				return
+			}
+			s.runs[k] = false
+			s.mu.Unlock()
+		}
+	}()
+}
+
+// Sync runs one session with p for space, as initiator, and returns its
+// stats. On return this node holds every message p had in the space (within
+// both sides' floors) unless an error says otherwise, and p has been sent
+// every message it lacked.
+func (s *Service) Sync(ctx context.Context, p peer.ID, space protocol.ID) (stats Stats, err error) {
+	sink, ok := s.sink(space)
+	if !ok {
+		return Stats{}, fmt.Errorf("sync %s: space not joined", space)
+	}
+	if s.isRefused(p) {
+		return Stats{}, fmt.Errorf("sync %s with %s: %w (recently misbehaved)", space, p, ErrRefused)
+	}
+	s.active.Add(1)
+	defer s.active.Add(-1)
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
+	defer cancel()
+	stats.Sessions = 1
+	defer func() { s.finish(p, space, stats, err) }()
+
+	str, err := s.h.NewStream(network.WithAllowLimitedConn(ctx, "weft-sync"), p, Protocol)
+	if err != nil {
+		return stats, fmt.Errorf("sync %s with %s: open stream: %w", space, p, err)
+	}
+	c := newConn(ctx, str, &stats)
+	defer func() { c.close(err) }()
+
+	floor, err := s.floor(space)
+	if err != nil {
+		return stats, err
+	}
+	sess := newSession(space, floor, s.st, sink, &s.cfg)
+	n, fp, err := sess.summary(protocol.SyncKey{Time: floor}, protocol.MaxSyncKey)
+	if err != nil {
+		return stats, err
+	}
+	heads, err := s.heads(space)
+	if err != nil {
+		return stats, err
+	}
+	if err := c.send((&hello{space: space, floor: floor, count: n, fp: fp, heads: heads}).encode()); err != nil {
+		return stats, fmt.Errorf("sync %s with %s: hello: %w", space, p, err)
+	}
+	b, err := c.recv()
+	if err != nil {
+		return stats, fmt.Errorf("sync %s with %s: reply: %w", space, p, err)
+	}
+	r, err := decodeReply(b)
+	if err != nil {
+		return stats, fmt.Errorf("sync %s with %s: %w", space, p, err)
+	}
+	switch r.status {
+	case statusInSync:
+		stats.InSync = 1
+		return stats, nil
+	case statusNotMember:
+		return stats, fmt.Errorf("sync %s with %s: peer is not a member", space, p)
+	case statusBusy:
+		return stats, fmt.Errorf("sync %s with %s: peer is busy", space, p)
+	}
+	if r.floor < floor {
+		return stats, fmt.Errorf("sync %s with %s: %w", space, p, malformed("reply floor below ours"))
+	}
+	sess.floor = r.floor
+	if err := sess.wantHeads(r.heads); err != nil {
+		return stats, err
+	}
+	err = s.converse(ctx, c, sess, false)
+	sess.stats.addTo(&stats)
+	if err != nil {
+		return stats, fmt.Errorf("sync %s with %s: %w", space, p, err)
+	}
+	return stats, nil
+}
+
+// handle answers a peer's session.
+func (s *Service) handle(str network.Stream) {
+	p := str.Conn().RemotePeer()
+	select {
+	case s.slots <- struct{}{}:
+		defer func() { <-s.slots }()
+	default:
+		s.refuse(str, statusBusy)
+		return
+	}
+	if s.isRefused(p) {
+		s.refuse(str, statusBusy)
+		return
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		_ = str.Reset()
+		return
+	}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	defer s.wg.Done()
+	s.active.Add(1)
+	defer s.active.Add(-1)
+
+	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.timeout)
+	defer cancel()
+	var stats Stats
+	stats.Sessions = 1
+	space, err := s.answer(ctx, str, &stats)
+	s.finish(p, space, stats, err)
+}
+
+// answer runs the responder's side of a session on str.
+func (s *Service) answer(ctx context.Context, str network.Stream, stats *Stats) (space protocol.ID, err error) {
+	c := newConn(ctx, str, stats)
+	defer func() { c.close(err) }()
+	b, err := c.recv()
+	if err != nil {
+		return protocol.ID{}, fmt.Errorf("hello: %w", err)
+	}
+	h, err := decodeHello(b)
+	if err != nil {
+		return protocol.ID{}, err
+	}
+	sink, ok := s.sink(h.space)
+	if !ok {
+		return h.space, c.send((&reply{status: statusNotMember}).encode())
+	}
+	floor, err := s.floor(h.space)
+	if err != nil {
+		return h.space, err
+	}
+	floor = max(floor, h.floor)
+	sess := newSession(h.space, floor, s.st, sink, &s.cfg)
+	if floor == h.floor {
+		n, fp, err := sess.summary(protocol.SyncKey{Time: floor}, protocol.MaxSyncKey)
+		if err != nil {
+			return h.space, err
+		}
+		if n == h.count && fp == h.fp {
+			stats.InSync = 1
+			return h.space, c.send((&reply{status: statusInSync}).encode())
+		}
+	}
+	heads, err := s.heads(h.space)
+	if err != nil {
+		return h.space, err
+	}
+	if err := c.send((&reply{status: statusReconcile, floor: floor, heads: heads}).encode()); err != nil {
+		return h.space, err
+	}
+	if err := sess.wantHeads(h.heads); err != nil {
+		return h.space, err
+	}
+	x, err := sess.opening()
+	if err != nil {
+		return h.space, err
+	}
+	if err := c.sendExchange(x, floor); err != nil {
+		return h.space, err
+	}
+	err = s.converse(ctx, c, sess, x.empty())
+	sess.stats.addTo(stats)
+	return h.space, err
+}
+
+// converse takes turns with the peer until both have nothing to say: the
+// side that receives an empty exchange and has nothing to add sends its
+// own empty one and stops, and the other stops on reading it.
+func (s *Service) converse(ctx context.Context, c *conn, sess *session, sentEmpty bool) error {
+	for round := 0; ; round++ {
+		if round >= s.cfg.maxRounds {
+			return fmt.Errorf("%w: more than %d rounds", ErrRefused, s.cfg.maxRounds)
+		}
+		b, err := c.recv()
+		if err != nil {
+			return err
+		}
+		in, err := decodeExchange(b, sess.floor)
+		if err != nil {
+			return err
+		}
+		if in.empty() && sentEmpty {
+			return nil
+		}
+		out, err := sess.process(ctx, in)
+		if err != nil {
+			return err
+		}
+		if err := c.sendExchange(out, sess.floor); err != nil {
+			return err
+		}
+		if in.empty() && out.empty() {
+			return nil
+		}
+		sentEmpty = out.empty()
+	}
+}
+
+func (s *Service) floor(space protocol.ID) (int64, error) {
+	f, err := s.st.Floor(space)
+	if err != nil {
+		return 0, fmt.Errorf("floor: %w", err)
+	}
+	if s.cfg.window > 0 {
+		f = max(f, s.cfg.now().Add(-s.cfg.window).UnixMilli())
+	}
+	return f, nil
+}
+
+func (s *Service) heads(space protocol.ID) ([]protocol.ID, error) {
+	heads, err := s.st.Heads(space)
+	if err != nil {
+		return nil, fmt.Errorf("heads: %w", err)
+	}
+	if len(heads) > maxHeads {
+		heads = heads[:maxHeads]
+	}
+	return heads, nil
+}
+
+// refuse answers a hello with status and closes the stream.
+func (s *Service) refuse(str network.Stream, status byte) {
+	_ = str.SetDeadline(time.Now().Add(5 * time.Second))
+	w := bufio.NewWriter(str)
+	if writeFrame(w, (&reply{status: status}).encode()) == nil && w.Flush() == nil {
+		_ = str.Close()
+		return
+	}
+	_ = str.Reset()
+}
+
+func (st *Stats) addTo(dst *Stats) {
+	dst.Sent += st.Sent
+	dst.Received += st.Received
+	dst.Dropped += st.Dropped
+}
+
+// conn frames a session's stream, counts its bytes and bounds each turn.
+type conn struct {
+	str   network.Stream
+	r     *bufio.Reader
+	w     *bufio.Writer
+	cr    countingReader
+	cw    countingWriter
+	stats *Stats
+	stop  func() bool
+}
+
+func newConn(ctx context.Context, str network.Stream, stats *Stats) *conn {
+	c := &conn{str: str, stats: stats}
+	c.cr = countingReader{r: str, n: &stats.BytesReceived}
+	c.cw = countingWriter{w: str, n: &stats.BytesSent}
+	c.r = bufio.NewReaderSize(&c.cr, 64<<10)
+	c.w = bufio.NewWriterSize(&c.cw, 64<<10)
+	// Cancelling ctx (session timeout, Close) unblocks reads and writes.
+	c.stop = context.AfterFunc(ctx, func() { _ = str.Reset() })
+	return c
+}
+
+// turnTimeout bounds one read or write of a frame.
+const turnTimeout = 30 * time.Second
+
+func (c *conn) send(b []byte) error {
+	_ = c.str.SetWriteDeadline(time.Now().Add(turnTimeout))
+	if err := writeFrame(c.w, b); err != nil {
+		return err
+	}
+	return c.w.Flush()
+}
+
+func (c *conn) sendExchange(x *exchange, floor int64) error {
+	c.stats.Rounds++
+	return c.send(x.encode(floor))
+}
+
+func (c *conn) recv() ([]byte, error) {
+	_ = c.str.SetReadDeadline(time.Now().Add(turnTimeout))
+	return readFrame(c.r, maxFrame)
+}
+
+// close ends the stream: gracefully after a session that ran to its end
+// (the peer may still be reading our last frame), else with a reset.
+func (c *conn) close(err error) {
+	c.stop()
+	if err != nil {
+		_ = c.str.Reset()
+		return
+	}
+	_ = c.str.Close()
+}
+
+type countingReader struct {
+	r io.Reader
+	n *int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	*c.n += int64(n)
+	return n, err
+}
+
+type countingWriter struct {
+	w io.Writer
+	n *int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	*c.n += int64(n)
+	return n, err
+}

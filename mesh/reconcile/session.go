@@ -1,0 +1,376 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/weftmesh/weft/protocol"
+)
+
+// Tuning of the exchange.
+const (
+	// branching is how many sub-ranges a differing range is split into.
+	branching = 16
+	// idListMax: a differing range holding at most this many of our
+	// messages is answered with their IDs instead of being split.
+	idListMax = 32
+	// subListMax: a sub-range of a split holding at most this many is sent
+	// as IDs at once rather than as a fingerprint.
+	subListMax = 2
+	// frameMessageBytes is the budget of message bytes in one exchange
+	// (at least one message is always sent).
+	frameMessageBytes = 4 << 20
+	// frameWants bounds the IDs asked for in one exchange.
+	frameWants = 8192
+	// maxOutstanding bounds the IDs asked for and not yet received.
+	maxOutstanding = 1 << 20
+	// deliverWorkers is how many messages are handed to the Sink at once,
+	// so that durable stores can share fsyncs.
+	deliverWorkers = 16
+)
+
+// ErrRefused wraps a peer's protocol violation or invalid message: the
+// session is aborted and the peer is refused for a while.
+var ErrRefused = errors.New("peer refused")
+
+// session is one side of a sync session: the state both sides keep, and
+// the processing of one exchange into the next.
+type session struct {
+	space protocol.ID
+	floor int64
+	st    Store
+	sink  Sink
+	cfg   *config
+
+	wanted  map[protocol.ID]struct{} // asked for (or about to be), not yet received
+	toWant  []protocol.ID            // not yet asked for
+	toSend  []protocol.ID            // the peer lacks these; pushed over the next exchanges
+	queued  map[protocol.ID]struct{} // in toSend or already sent, so nothing is sent twice
+	missing []protocol.ID            // the peer asked for these and we have none
+
+	stats Stats
+}
+
+func newSession(space protocol.ID, floor int64, st Store, sink Sink, cfg *config) *session {
+	return &session{
+		space:  space,
+		floor:  floor,
+		st:     st,
+		sink:   sink,
+		cfg:    cfg,
+		wanted: make(map[protocol.ID]struct{}),
+		queued: make(map[protocol.ID]struct{}),
+	}
+}
+
+// summary returns our count and fingerprint of [lo, hi).
+func (s *session) summary(lo, hi protocol.SyncKey) (int, protocol.Fingerprint, error) {
+	n, sum, err := s.st.Summary(s.space, lo, hi)
+	if err != nil {
+		return 0, protocol.Fingerprint{}, fmt.Errorf("summary: %w", err)
+	}
+	return n, sum.Fingerprint(n), nil
+}
+
+// want asks for id unless it is stored or already asked for.
+func (s *session) want(id protocol.ID) error {
+	if _, ok := s.wanted[id]; ok {
+		return nil
+	}
+	has, err := s.st.Has(id)
+	if err != nil || has {
+		return err
+	}
+	if len(s.wanted) >= maxOutstanding {
+		return nil // a later session asks again
+	}
+	s.wanted[id] = struct{}{}
+	s.toWant = append(s.toWant, id)
+	return nil
+}
+
+// send queues id to be pushed to the peer, once per session.
+func (s *session) send(id protocol.ID) {
+	if _, ok := s.queued[id]; ok {
+		return
+	}
+	s.queued[id] = struct{}{}
+	s.toSend = append(s.toSend, id)
+}
+
+// sendRange queues every message we hold in [lo, hi).
+func (s *session) sendRange(lo, hi protocol.SyncKey, n int) error {
+	keys, err := s.st.Keys(s.space, lo, hi, max(n, 1))
+	if err != nil {
+		return fmt.Errorf("keys: %w", err)
+	}
+	for _, k := range keys {
+		s.send(k.ID)
+	}
+	return nil
+}
+
+// wantHeads asks for the peer's heads we lack.
+func (s *session) wantHeads(heads []protocol.ID) error {
+	for _, h := range heads {
+		if err := s.want(h); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// opening is the responder's first exchange: one range over everything,
+// with our fingerprint.
+func (s *session) opening() (*exchange, error) {
+	n, fp, err := s.summary(protocol.SyncKey{Time: s.floor}, protocol.MaxSyncKey)
+	if err != nil {
+		return nil, err
+	}
+	x := &exchange{ranges: []rng{{upper: protocol.MaxSyncKey, mode: modeFingerprint, count: n, fp: fp}}}
+	s.fill(x)
+	return x, nil
+}
+
+// process handles the peer's exchange in and returns ours.
+func (s *session) process(ctx context.Context, in *exchange) (*exchange, error) {
+	if err := s.receive(ctx, in.msgs); err != nil {
+		return nil, err
+	}
+	for _, id := range in.missing {
+		delete(s.wanted, id)
+	}
+	for _, id := range in.wants {
+		if _, ok := s.queued[id]; ok {
+			continue
+		}
+		if _, ok, err := s.st.Wire(id); err != nil {
+			return nil, fmt.Errorf("wire %s: %w", id, err)
+		} else if ok {
+			s.send(id)
+		} else {
+			s.missing = append(s.missing, id)
+		}
+	}
+	out := &exchange{}
+	lower := protocol.SyncKey{Time: s.floor}
+	for _, r := range in.ranges {
+		if err := s.reconcile(out, lower, r); err != nil {
+			return nil, err
+		}
+		lower = r.upper
+	}
+	s.fill(out)
+	return out, nil
+}
+
+// reconcile answers the peer's range [lo, r.upper), appending our ranges
+// over the same span to out.
+func (s *session) reconcile(out *exchange, lo protocol.SyncKey, r rng) error {
+	hi := r.upper
+	skip := func() { out.addRange(rng{upper: hi, mode: modeSkip}) }
+	switch r.mode {
+	case modeSkip:
+		skip()
+		return nil
+	case modeIDList:
+		// The range is settled here: ask for theirs we lack, push ours
+		// they lack.
+		theirs := make(map[protocol.ID]struct{}, len(r.ids))
+		for _, id := range r.ids {
+			theirs[id] = struct{}{}
+			if err := s.want(id); err != nil {
+				return err
+			}
+		}
+		n, _, err := s.summary(lo, hi)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			keys, err := s.st.Keys(s.space, lo, hi, n)
+			if err != nil {
+				return fmt.Errorf("keys: %w", err)
+			}
+			for _, k := range keys {
+				if _, ok := theirs[k.ID]; !ok {
+					s.send(k.ID)
+				}
+			}
+		}
+		skip()
+		return nil
+	}
+	// modeFingerprint
+	n, fp, err := s.summary(lo, hi)
+	if err != nil {
+		return err
+	}
+	switch {
+	case n == r.count && fp == r.fp:
+		skip()
+	case r.count == 0:
+		// They have nothing here: push all of ours.
+		skip()
+		return s.sendRange(lo, hi, n)
+	case n <= idListMax:
+		keys, err := s.st.Keys(s.space, lo, hi, max(n, 1))
+		if err != nil {
+			return fmt.Errorf("keys: %w", err)
+		}
+		out.addRange(rng{upper: hi, mode: modeIDList, ids: keyIDs(keys)})
+	default:
+		return s.split(out, lo, hi)
+	}
+	return nil
+}
+
+// split answers a large differing range with sub-ranges: fingerprints, or
+// ID lists for the smallest.
+func (s *session) split(out *exchange, lo, hi protocol.SyncKey) error {
+	bounds, err := s.st.Split(s.space, lo, hi, branching)
+	if err != nil {
+		return fmt.Errorf("split: %w", err)
+	}
+	bounds = append(bounds, hi)
+	for _, b := range bounds {
+		if !lo.Less(b) || hi.Less(b) {
+			return fmt.Errorf("split: bound outside (%v, %v]", lo, hi)
+		}
+		n, fp, err := s.summary(lo, b)
+		if err != nil {
+			return err
+		}
+		if n <= subListMax {
+			keys, err := s.st.Keys(s.space, lo, b, max(n, 1))
+			if err != nil {
+				return fmt.Errorf("keys: %w", err)
+			}
+			out.addRange(rng{upper: b, mode: modeIDList, ids: keyIDs(keys)})
+		} else {
+			out.addRange(rng{upper: b, mode: modeFingerprint, count: n, fp: fp})
+		}
+		lo = b
+	}
+	return nil
+}
+
+// addRange appends r, merging adjacent skips.
+func (x *exchange) addRange(r rng) {
+	if r.mode == modeSkip && len(x.ranges) > 0 && x.ranges[len(x.ranges)-1].mode == modeSkip {
+		x.ranges[len(x.ranges)-1].upper = r.upper
+		return
+	}
+	x.ranges = append(x.ranges, r)
+}
+
+// fill adds to x the IDs to ask for, the missing ones, and as many queued
+// messages as the budget allows; ranges that are all skips are dropped.
+func (s *session) fill(x *exchange) {
+	if len(x.ranges) == 1 && x.ranges[0].mode == modeSkip {
+		x.ranges = nil
+	}
+	n := min(len(s.toWant), frameWants)
+	x.wants, s.toWant = s.toWant[:n:n], s.toWant[n:]
+	x.missing, s.missing = s.missing, nil
+	budget := frameMessageBytes
+	for len(s.toSend) > 0 && (budget > 0 || len(x.msgs) == 0) {
+		id := s.toSend[0]
+		s.toSend = s.toSend[1:]
+		wire, ok, err := s.st.Wire(id)
+		if err != nil || !ok {
+			continue // removed (expired) meanwhile: the peer asks again if it still wants it
+		}
+		x.msgs = append(x.msgs, wire)
+		budget -= len(wire)
+		s.stats.Sent++
+	}
+}
+
+// receive validates the peer's messages exactly as gossip is validated and
+// hands the valid ones to the Sink. Expired and future-dated messages are
+// dropped (clocks differ; they are not the peer's fault); anything else
+// invalid, or of another space, refuses the peer. After delivery, the
+// parents of each message that we lack are asked for.
+func (s *session) receive(ctx context.Context, wires [][]byte) error {
+	if len(wires) == 0 {
+		return nil
+	}
+	now := s.cfg.now()
+	msgs := make([]*protocol.Message, len(wires))
+	errs := make([]error, len(wires))
+	parallel(len(wires), s.cfg.validators, func(i int) {
+		msgs[i], errs[i] = protocol.Validate(wires[i], now, s.cfg.limits)
+	})
+	var ok []*protocol.Message
+	for i, m := range msgs {
+		switch err := errs[i]; {
+		case errors.Is(err, protocol.ErrExpired), errors.Is(err, protocol.ErrClockSkew):
+			s.stats.Dropped++
+			continue
+		case err != nil:
+			return fmt.Errorf("%w: message %d of exchange: %v", ErrRefused, i, err)
+		case m.Space != s.space:
+			return fmt.Errorf("%w: message %s belongs to space %s", ErrRefused, m.ID, m.Space)
+		}
+		delete(s.wanted, m.ID)
+		if m.CreatedAt < s.floor {
+			s.stats.Dropped++ // below the window: we would not keep it
+			continue
+		}
+		ok = append(ok, m)
+	}
+	// Parents first, as far as created_at tells.
+	slices.SortFunc(ok, func(a, b *protocol.Message) int { return protocol.KeyOf(a).Compare(protocol.KeyOf(b)) })
+	derrs := make([]error, len(ok))
+	parallel(len(ok), deliverWorkers, func(i int) { derrs[i] = s.sink.Deliver(ctx, ok[i]) })
+	for i, err := range derrs {
+		if err != nil {
+			return fmt.Errorf("deliver %s: %w", ok[i].ID, err)
+		}
+	}
+	s.stats.Received += len(ok)
+	for _, m := range ok {
+		for _, p := range m.Prev {
+			if err := s.want(p); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// parallel runs fn(0…n-1) on up to workers goroutines and waits.
+func parallel(n, workers int, fn func(int)) {
+	if n <= 1 || workers <= 1 {
+		for i := range n {
+			fn(i)
+		}
+		return
+	}
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(n, workers) {
+		wg.Go(func() {
+			for i := range next {
+				fn(i)
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+}
+
+func keyIDs(keys []protocol.SyncKey) []protocol.ID {
+	ids := make([]protocol.ID, len(keys))
+	for i, k := range keys {
+		ids[i] = k.ID
+	}
+	return ids
+}
