@@ -8,9 +8,11 @@ import (
 	"time"
 
 	dht "github.com/libp2p/go-libp2p-kad-dht"
+	"github.com/libp2p/go-libp2p/core/connmgr"
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 
+	"github.com/weftmesh/weft/mesh/reconcile"
 	"github.com/weftmesh/weft/protocol"
 )
 
@@ -58,7 +60,27 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock validators use; nil means time.Now.
 	Now func() time.Time
+	// History is this node's store of messages. When set, the mesh runs
+	// the sync protocol (mesh/reconcile) for every joined space: with each
+	// member when it joins the space's topic (on a new connection or a
+	// reconnect), with a random member every SyncInterval, and with the
+	// peer that relayed a message whose parents are missing. nil turns
+	// sync off (gossip only).
+	History reconcile.Store
+	// SyncInterval is the period of background sync with a random member
+	// of each space; zero means DefaultSyncInterval, negative turns it off.
+	SyncInterval time.Duration
+	// Gater, when set, decides which connections are allowed (a blocklist,
+	// or a test that partitions a mesh).
+	Gater connmgr.ConnectionGater
+	// SyncWindow limits sync to messages created within this long before
+	// now; zero syncs all the history the stores keep.
+	SyncWindow time.Duration
 }
+
+// DefaultSyncInterval is the background sync period used when
+// Config.SyncInterval is zero.
+const DefaultSyncInterval = 30 * time.Second
 
 // Validate reports the first problem with c, naming the offending input.
 func (c Config) Validate() error {
@@ -72,6 +94,9 @@ func (c Config) Validate() error {
 	}
 	if _, err := dhtMode(c.DHTMode); err != nil {
 		return err
+	}
+	if c.SyncWindow < 0 {
+		return fmt.Errorf("sync window %v is negative", c.SyncWindow)
 	}
 	if c.ConnLow < 0 || c.ConnHigh < 0 {
 		return fmt.Errorf("connection watermarks must not be negative (low %d, high %d)", c.ConnLow, c.ConnHigh)
@@ -112,6 +137,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.SyncInterval == 0 {
+		c.SyncInterval = DefaultSyncInterval
 	}
 	return c
 }

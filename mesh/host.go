@@ -36,7 +36,7 @@ func newHost(key crypto.PrivKey, cfg Config) (host.Host, error) {
 		return nil, fmt.Errorf("connection manager: %w", err)
 	}
 	// On error libp2p.New closes rm and cm itself.
-	h, err := libp2p.New(
+	opts := []libp2p.Option{
 		libp2p.Identity(key),
 		libp2p.ListenAddrs(listen...),
 		libp2p.Transport(tcp.NewTCPTransport),
@@ -45,10 +45,14 @@ func newHost(key crypto.PrivKey, cfg Config) (host.Host, error) {
 		libp2p.Security(tls.ID, tls.New),
 		libp2p.ResourceManager(rm),
 		libp2p.ConnectionManager(cm),
-		libp2p.UserAgent(protocol.AgentVersion+"/"+Version),
+		libp2p.UserAgent(protocol.AgentVersion + "/" + Version),
 		libp2p.DisableRelay(),
 		libp2p.DisableMetrics(), // no Prometheus registry: weft serves no /metrics
-	)
+	}
+	if cfg.Gater != nil {
+		opts = append(opts, libp2p.ConnectionGater(cfg.Gater))
+	}
+	h, err := libp2p.New(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("libp2p host: %w", err)
 	}

@@ -19,6 +19,7 @@ import (
 	drouting "github.com/libp2p/go-libp2p/p2p/discovery/routing"
 	ma "github.com/multiformats/go-multiaddr"
 
+	"github.com/weftmesh/weft/mesh/reconcile"
 	"github.com/weftmesh/weft/protocol"
 )
 
@@ -47,6 +48,9 @@ type Mesh struct {
 	now       func() time.Time
 	lim       protocol.Limits
 	bootstrap []peer.AddrInfo
+	sync      *reconcile.Service // nil without Config.History
+	history   reconcile.Store
+	syncEvery time.Duration
 
 	cancel context.CancelFunc // stops everything started in New
 	done   <-chan struct{}    // closed by cancel
@@ -92,6 +96,8 @@ func New(ctx context.Context, key crypto.PrivKey, cfg Config) (_ *Mesh, err erro
 		now:       cfg.Now,
 		lim:       cfg.Limits,
 		bootstrap: boot,
+		history:   cfg.History,
+		syncEvery: cfg.SyncInterval,
 		cancel:    cancel,
 		done:      runCtx.Done(),
 		hookCh:    make(chan func(peer.ID, []ma.Multiaddr)),
@@ -127,6 +133,19 @@ func New(ctx context.Context, key crypto.PrivKey, cfg Config) (_ *Mesh, err erro
 	m.ps, err = newPubSub(runCtx, h, m.tracer, cfg.Logger)
 	if err != nil {
 		return nil, fmt.Errorf("gossipsub: %w", err)
+	}
+
+	if cfg.History != nil {
+		m.sync, err = reconcile.New(h, cfg.History,
+			reconcile.WithLimits(cfg.Limits),
+			reconcile.WithClock(cfg.Now),
+			reconcile.WithLogger(cfg.Logger.With("component", "sync")),
+			reconcile.WithWindow(cfg.SyncWindow),
+			reconcile.WithOnReceived(m.spread),
+		)
+		if err != nil {
+			return nil, err
+		}
 	}
 
 	if cfg.MDNS {
@@ -179,6 +198,9 @@ func (m *Mesh) shutdown() error {
 		errs = append(errs, m.idSub.Close())
 	}
 	m.wg.Wait()
+	if m.sync != nil {
+		errs = append(errs, m.sync.Close())
+	}
 	if m.dht != nil {
 		errs = append(errs, m.dht.Close())
 	}

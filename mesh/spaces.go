@@ -82,6 +82,13 @@ func (m *Mesh) JoinSpace(id protocol.ID, sink Sink) error {
 	s.wg.Go(func() { m.receiveLoop(ctx, s, sink) })
 	s.wg.Go(func() { m.advertiseLoop(ctx, ns) })
 	s.wg.Go(func() { m.findLoop(ctx, ns) })
+	if m.sync != nil {
+		m.sync.Join(id, sink)
+		s.wg.Go(func() { m.syncEvents(ctx, s) })
+		if m.syncEvery > 0 {
+			s.wg.Go(func() { m.syncLoop(ctx, s) })
+		}
+	}
 
 	m.mu.Lock()
 	m.spaces[id] = s
@@ -112,6 +119,9 @@ func (m *Mesh) LeaveSpace(id protocol.ID) error {
 // stopSpace tears a space down. The caller holds opMu and has removed s
 // from m.spaces.
 func (m *Mesh) stopSpace(s *space) error {
+	if m.sync != nil {
+		m.sync.Leave(s.id)
+	}
 	s.cancel()
 	s.sub.Cancel()
 	s.wg.Wait()
@@ -144,7 +154,9 @@ func (m *Mesh) receiveLoop(ctx context.Context, s *space, sink Sink) {
 				return
 			}
 			m.log.Warn("deliver failed", "space", s.id, "id", msg.ID, "peer", pm.ReceivedFrom, "err", err)
+			continue
 		}
+		m.repairGap(s.id, msg, pm.ReceivedFrom)
 	}
 }
 

@@ -66,7 +66,7 @@ func BenchmarkAPIRead10At100k(b *testing.B) {
 	const total = 100_000
 	n, c := startNode(b, nil)
 	ctx := context.Background()
-	sp, _, err := n.Join("big")
+	sp, _, err := n.Join("big", nil)
 	if err != nil {
 		b.Fatal(err)
 	}

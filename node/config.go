@@ -5,9 +5,13 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/connmgr"
 
 	"github.com/weftmesh/weft/node/client"
 	"github.com/weftmesh/weft/protocol"
+	"github.com/weftmesh/weft/store"
 )
 
 // Version is the daemon's version, reported by GET /v1/node.
@@ -22,6 +26,22 @@ type Config struct {
 	DHTMode   string   // "server", "client" or "auto"
 	Limits    protocol.Limits
 	Logger    *slog.Logger
+
+	// Retention is what the node keeps of each space unless set per space
+	// (zero: everything until TTLs end).
+	Retention store.Retention
+	// SyncInterval is how often each space is synced with a random member
+	// (0: mesh.DefaultSyncInterval; negative: only on joins and gaps).
+	SyncInterval time.Duration
+	// SyncWindow limits sync, and so history on join, to messages created
+	// this long before now (0: all history).
+	SyncWindow time.Duration
+	// SweepInterval is how often expired messages and those beyond
+	// retention are removed (0: store.DefaultSweepInterval).
+	SweepInterval time.Duration
+
+	// gater lets tests partition a mesh of nodes.
+	gater connmgr.ConnectionGater
 }
 
 // Default returns the configuration of `weft daemon` without flags.
@@ -41,6 +61,12 @@ func (c Config) Validate() error {
 	}
 	if err := c.Limits.Validate(); err != nil {
 		return fmt.Errorf("config: %w", err)
+	}
+	if c.Retention.MaxCount < 0 || c.Retention.MaxAge < 0 {
+		return fmt.Errorf("config: negative retention %+v", c.Retention)
+	}
+	if c.SyncWindow < 0 {
+		return fmt.Errorf("config: negative sync window %v", c.SyncWindow)
 	}
 	switch c.DHTMode {
 	case "server", "client", "auto":

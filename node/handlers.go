@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -64,7 +65,36 @@ func (n *Node) apiSpace(sp store.Space) api.Space {
 	if c, err := n.store.Count(sp.ID); err == nil {
 		out.Messages = c
 	}
+	r := sp.Retention
+	if r == (store.Retention{}) {
+		r = n.cfg.Retention
+	}
+	if r != (store.Retention{}) {
+		out.Retention = &api.Retention{MaxCount: r.MaxCount}
+		if r.MaxAge > 0 {
+			out.Retention.MaxAge = r.MaxAge.String()
+		}
+	}
 	return out
+}
+
+// parseRetention reads an API retention; nil stays nil.
+func parseRetention(r *api.Retention) (*store.Retention, error) {
+	if r == nil {
+		return nil, nil
+	}
+	out := &store.Retention{MaxCount: r.MaxCount}
+	if out.MaxCount < 0 {
+		return nil, fmt.Errorf("retention max_count %d is negative", r.MaxCount)
+	}
+	if r.MaxAge != "" {
+		d, err := time.ParseDuration(r.MaxAge)
+		if err != nil || d < 0 {
+			return nil, fmt.Errorf("retention max_age %q is not a positive duration such as \"720h\"", r.MaxAge)
+		}
+		out.MaxAge = d
+	}
+	return out, nil
 }
 
 func (n *Node) handleSpaces(w http.ResponseWriter, r *http.Request) {
@@ -95,7 +125,12 @@ func (n *Node) handleJoin(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, api.CodeBadRequest, err.Error())
 		return
 	}
-	sp, created, err := n.Join(req.Name)
+	ret, err := parseRetention(req.Retention)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, api.CodeBadRequest, err.Error())
+		return
+	}
+	sp, created, err := n.Join(req.Name, ret)
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, err.Error())
 		return
@@ -107,11 +142,18 @@ func (n *Node) handleJoin(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, status, n.apiSpace(sp))
 }
 
-// Join joins the open space called name; joining again changes nothing.
-func (n *Node) Join(name string) (store.Space, bool, error) {
+// Join joins the open space called name; joining again changes nothing
+// but the retention, when ret is not nil (nil keeps the space's, or the
+// node's default for a new space).
+func (n *Node) Join(name string, ret *store.Retention) (store.Space, bool, error) {
 	sp, created, err := n.store.JoinSpace(store.Space{ID: protocol.SpaceID(name), Name: name, JoinedAt: time.Now().UTC()})
 	if err != nil {
 		return sp, false, err
+	}
+	if ret != nil && *ret != sp.Retention {
+		if sp, err = n.store.SetRetention(sp.ID, *ret); err != nil {
+			return sp, false, err
+		}
 	}
 	if err := n.mesh.JoinSpace(sp.ID, n); err != nil {
 		return sp, false, err

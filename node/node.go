@@ -57,7 +57,12 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := store.Open(store.Options{Dir: cfg.storeDir(), Logger: log.With("part", "store")})
+	st, err := store.Open(store.Options{
+		Dir:           cfg.storeDir(),
+		Logger:        log.With("part", "store"),
+		Retention:     cfg.Retention,
+		SweepInterval: cfg.SweepInterval,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
@@ -68,12 +73,16 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		}
 	}()
 	n.mesh, err = mesh.New(ctx, key, mesh.Config{
-		ListenAddrs: cfg.Listen,
-		Bootstrap:   cfg.Bootstrap,
-		MDNS:        cfg.MDNS,
-		DHTMode:     cfg.DHTMode,
-		Limits:      cfg.Limits,
-		Logger:      log.With("part", "mesh"),
+		ListenAddrs:  cfg.Listen,
+		Bootstrap:    cfg.Bootstrap,
+		MDNS:         cfg.MDNS,
+		DHTMode:      cfg.DHTMode,
+		Limits:       cfg.Limits,
+		Logger:       log.With("part", "mesh"),
+		History:      st,
+		SyncInterval: cfg.SyncInterval,
+		SyncWindow:   cfg.SyncWindow,
+		Gater:        cfg.gater,
 	})
 	if err != nil {
 		return nil, err
@@ -168,7 +177,18 @@ func (n *Node) Deliver(ctx context.Context, m *protocol.Message) error {
 }
 
 func storeMessage(m *protocol.Message) store.Message {
-	return store.Message{ID: m.ID, Space: m.Space, Prev: m.Prev, ReplyTo: m.Refs.Messages, Raw: m.Encode()}
+	sm := store.Message{
+		ID:      m.ID,
+		Space:   m.Space,
+		Prev:    m.Prev,
+		ReplyTo: m.Refs.Messages,
+		Time:    m.CreatedAt,
+		Raw:     m.Encode(),
+	}
+	if exp, ok := m.Expiry(); ok {
+		sm.Expires = exp.UnixMilli()
+	}
+	return sm
 }
 
 func (n *Node) rememberPeer(id peer.ID, addrs []ma.Multiaddr) {

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/weftmesh/weft/protocol"
 	"github.com/weftmesh/weft/store"
@@ -13,11 +14,12 @@ import (
 
 const benchRawSize = 256
 
-// benchMsg returns message n of space: a unique ID and benchRawSize raw bytes.
+// benchMsg returns message n of space: a unique ID, created at n ms and
+// benchRawSize raw bytes.
 func benchMsg(space protocol.ID, n uint64, raw []byte) store.Message {
 	var b [8]byte
 	binary.BigEndian.PutUint64(b[:], n)
-	return store.Message{ID: protocol.MessageID(b[:]), Space: space, Raw: raw}
+	return store.Message{ID: protocol.MessageID(b[:]), Space: space, Time: int64(n), Raw: raw}
 }
 
 func benchRaw() []byte {
@@ -62,12 +64,11 @@ func BenchmarkPutParallel(b *testing.B) {
 	})
 }
 
-// BenchmarkRead10At100k reads a 10-message page from a random cursor of a
-// space holding 100,000 messages on disk.
-func BenchmarkRead10At100k(b *testing.B) {
-	const total, page, writers = 100_000, 10, 128
-	s := openDisk(b, b.TempDir())
-	sp, raw := protocol.SpaceID("bench"), benchRaw()
+// fill puts messages 1..total into sp concurrently.
+func fill(b *testing.B, s *store.Store, sp protocol.ID, total uint64) {
+	b.Helper()
+	const writers = 128
+	raw := benchRaw()
 	var (
 		next atomic.Uint64
 		wg   sync.WaitGroup
@@ -84,8 +85,17 @@ func BenchmarkRead10At100k(b *testing.B) {
 	}
 	wg.Wait()
 	if b.Failed() {
-		return
+		b.FailNow()
 	}
+}
+
+// BenchmarkRead10At100k reads a 10-message page from a random cursor of a
+// space holding 100,000 messages on disk.
+func BenchmarkRead10At100k(b *testing.B) {
+	const total, page = 100_000, 10
+	s := openDisk(b, b.TempDir())
+	sp := protocol.SpaceID("bench")
+	fill(b, s, sp, total)
 	all, _, err := s.Read(sp, 0, 1)
 	if err != nil || len(all) != 1 {
 		b.Fatalf("Read first: %v", err)
@@ -104,6 +114,59 @@ func BenchmarkRead10At100k(b *testing.B) {
 		es, _, err := s.Read(sp, c, page)
 		if err != nil || len(es) != page {
 			b.Fatalf("Read(after %d) = %d entries, %v", c, len(es), err)
+		}
+	}
+}
+
+// BenchmarkSummary100k sums a whole space of 100,000 messages on disk (the
+// first step of every sync). build-ms is the first call's cost, which
+// builds the space's range index from disk.
+func BenchmarkSummary100k(b *testing.B) {
+	const total = 100_000
+	s := openDisk(b, b.TempDir())
+	sp := protocol.SpaceID("bench")
+	fill(b, s, sp, total)
+	start := time.Now()
+	if n, _, err := s.Summary(sp, protocol.MinSyncKey, protocol.MaxSyncKey); err != nil || n != total {
+		b.Fatalf("Summary = %d, %v; want %d", n, err, total)
+	}
+	build := time.Since(start)
+	b.ReportAllocs()
+	for b.Loop() {
+		if n, _, err := s.Summary(sp, protocol.MinSyncKey, protocol.MaxSyncKey); err != nil || n != total {
+			b.Fatalf("Summary = %d, %v", n, err)
+		}
+	}
+	b.ReportMetric(float64(build.Microseconds())/1000, "build-ms")
+}
+
+// BenchmarkSplit16At100k splits a random range of a 100,000-message space
+// 16 ways and sums each part, as a sync round over a differing range does.
+func BenchmarkSplit16At100k(b *testing.B) {
+	const total = 100_000
+	s := openDisk(b, b.TempDir())
+	sp := protocol.SpaceID("bench")
+	fill(b, s, sp, total)
+	rng := rand.New(rand.NewPCG(3, 4))
+	b.ReportAllocs()
+	for b.Loop() {
+		x, y := int64(rng.Uint64N(total)), int64(rng.Uint64N(total))
+		lo, hi := protocol.SyncKey{Time: min(x, y)}, protocol.SyncKey{Time: max(x, y) + 1}
+		bounds, err := s.Split(sp, lo, hi, 16)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i := range len(bounds) + 1 {
+			l, h := lo, hi
+			if i > 0 {
+				l = bounds[i-1]
+			}
+			if i < len(bounds) {
+				h = bounds[i]
+			}
+			if _, _, err := s.Summary(sp, l, h); err != nil {
+				b.Fatal(err)
+			}
 		}
 	}
 }

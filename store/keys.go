@@ -10,7 +10,8 @@ import (
 // IDs are the raw 32 bytes and sequence numbers are 8-byte big-endian, so
 // the parts need no separators and byte order is the natural order.
 //
-//	m id             → message record (see encodeRecord): seq, space, prev
+//	m id             → message record (see encodeRecord): seq, space, time,
+//	                   expires, prev, reply-to
 //	d id n           → chunk n (one byte) of the message's raw wire bytes, at
 //	                   most dataChunkSize each; the record holds the count.
 //	                   Kept apart from the record so records stay small and
@@ -25,6 +26,15 @@ import (
 //	                   Read with Get by parent's own Put so that a child committed
 //	                   concurrently is caught by conflict detection (badger does
 //	                   not detect conflicts on ranges, only on keys).
+//	t space time id  → empty; the space's time index in sync order (time is
+//	                   created_at, Unix ms, see putTime). Read keys-only to
+//	                   build the in-memory range index (see rangeIndex).
+//	e expires id     → empty; expiry index, only for messages with Expires != 0
+//	                   (expires as putTime), read by Sweep from the start
+//	                   up to now.
+//	q space          → 8-byte BE seq: the highest seq of a deleted message of
+//	                   space, so that seqs are not reused after a reopen when
+//	                   the newest messages were deleted (see lastSeq).
 //	s id             → JSON space record
 //	p peer-id        → JSON peer record
 const (
@@ -35,11 +45,24 @@ const (
 	prefixChild   byte = 'c'
 	prefixRef     byte = 'r'
 	prefixReply   byte = 'x'
+	prefixTime    byte = 't'
+	prefixExpiry  byte = 'e'
+	prefixSeqMark byte = 'q'
 	prefixSpace   byte = 's'
 	prefixPeer    byte = 'p'
 )
 
-const seqSize = 8
+const (
+	seqSize  = 8
+	timeSize = 8
+)
+
+// putTime writes t (Unix ms, possibly negative) as 8 bytes big-endian with
+// the sign bit flipped, so that byte order is numeric order.
+func putTime(b []byte, t int64) { binary.BigEndian.PutUint64(b, uint64(t)^(1<<63)) }
+
+// readTime reverses putTime.
+func readTime(b []byte) int64 { return int64(binary.BigEndian.Uint64(b) ^ (1 << 63)) }
 
 func idKey(prefix byte, id protocol.ID) []byte {
 	k := make([]byte, 1+protocol.IDSize)
@@ -76,6 +99,49 @@ func orderKey(space protocol.ID, seq uint64) []byte {
 	copy(k[1:], space[:])
 	binary.BigEndian.PutUint64(k[1+protocol.IDSize:], seq)
 	return k
+}
+
+func seqMarkKey(space protocol.ID) []byte { return idKey(prefixSeqMark, space) }
+func timePrefix(space protocol.ID) []byte { return idKey(prefixTime, space) }
+
+const timeKeySize = 1 + protocol.IDSize + timeSize + protocol.IDSize
+
+func timeKey(space protocol.ID, k protocol.SyncKey) []byte {
+	b := make([]byte, timeKeySize)
+	b[0] = prefixTime
+	copy(b[1:], space[:])
+	putTime(b[1+protocol.IDSize:], k.Time)
+	copy(b[1+protocol.IDSize+timeSize:], k.ID[:])
+	return b
+}
+
+// timeKeySync returns the sync key of a time-index key.
+func timeKeySync(b []byte) (protocol.SyncKey, bool) {
+	if len(b) != timeKeySize || b[0] != prefixTime {
+		return protocol.SyncKey{}, false
+	}
+	return protocol.SyncKey{
+		Time: readTime(b[1+protocol.IDSize:]),
+		ID:   protocol.ID(b[1+protocol.IDSize+timeSize:]),
+	}, true
+}
+
+const expiryKeySize = 1 + timeSize + protocol.IDSize
+
+func expiryKey(expires int64, id protocol.ID) []byte {
+	b := make([]byte, expiryKeySize)
+	b[0] = prefixExpiry
+	putTime(b[1:], expires)
+	copy(b[1+timeSize:], id[:])
+	return b
+}
+
+// expiryKeyParts returns the expiry time and message id of an expiry key.
+func expiryKeyParts(b []byte) (int64, protocol.ID, bool) {
+	if len(b) != expiryKeySize || b[0] != prefixExpiry {
+		return 0, protocol.ID{}, false
+	}
+	return readTime(b[1:]), protocol.ID(b[1+timeSize:]), true
 }
 
 // orderKeySeq returns the sequence number of an order-index key.

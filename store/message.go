@@ -16,12 +16,24 @@ import (
 type Message struct {
 	ID    protocol.ID
 	Space protocol.ID
-	Prev  []protocol.ID // causal parents (for heads); may be empty
-	// ReplyTo are the messages this one replies to (refs.messages): indexed
-	// so that replies can be listed; not kept in the record or in Entries.
+	// Time is the message's created_at (Unix ms): with ID it makes the
+	// message's sync key (see protocol.SyncKey) and retention reads it.
+	Time int64
+	// Expires is when the message's TTL ends (Unix ms), 0 for never. From
+	// then on Get, Read and Wire no longer return it, and Sweep removes it.
+	Expires int64
+	Prev    []protocol.ID // causal parents (for heads); may be empty
+	// ReplyTo are the messages this one replies to (refs.messages), indexed
+	// so that replies can be listed.
 	ReplyTo []protocol.ID
 	Raw     []byte // the wire encoding, opaque to the store
 }
+
+// SyncKey returns m's position in sync order.
+func (m *Message) SyncKey() protocol.SyncKey { return protocol.SyncKey{Time: m.Time, ID: m.ID} }
+
+// expired reports whether m's TTL has ended at now (Unix ms).
+func (m *Message) expired(now int64) bool { return m.Expires != 0 && m.Expires <= now }
 
 // Entry is a stored message at a position in its space's order.
 type Entry struct {
@@ -122,7 +134,19 @@ func (s *Store) putOnce(m Message) (Entry, bool, error) {
 			return Entry{}, false, fmt.Errorf("store: put %s: index reply to %s: %w", m.ID, to, err)
 		}
 	}
+	if err := txn.Set(timeKey(m.Space, m.SyncKey()), nil); err != nil {
+		return Entry{}, false, fmt.Errorf("store: put %s: set time: %w", m.ID, err)
+	}
+	if m.Expires != 0 {
+		if err := txn.Set(expiryKey(m.Expires, m.ID), nil); err != nil {
+			return Entry{}, false, fmt.Errorf("store: put %s: set expiry: %w", m.ID, err)
+		}
+	}
 
+	// Held from before the commit until the in-memory state is updated, so
+	// that no delete of m applies its own update first (see Store.mutateMu).
+	s.mutateMu.RLock()
+	defer s.mutateMu.RUnlock()
 	s.commitMu.Lock()
 	seq, err := s.nextSeqLocked(m.Space)
 	if err != nil {
@@ -154,6 +178,7 @@ func (s *Store) putOnce(m Message) (Entry, bool, error) {
 		return Entry{}, false, fmt.Errorf("store: put %s: commit: %w", m.ID, err)
 	}
 	s.updateHeads(m, !referenced, unheaded)
+	s.updateIndex(m.Space, true, m.SyncKey())
 	s.notify(m.Space)
 	return Entry{Message: cloneMessage(m), Cursor: Cursor(seq)}, true, nil
 }
@@ -164,7 +189,8 @@ type headRef struct{ space, id protocol.ID }
 // updateHeads applies a committed Put to the cached heads of the spaces
 // already cached (the others are read from disk when first asked for).
 // Commits and these updates may interleave, but "named by a child" only
-// ever becomes true, so a new head is added only if no child names it on
+// ever becomes true while Puts run (deletes, which can make it false, wait
+// for mutateMu), so a new head is added only if no child names it on
 // disk by now: a child committed after it either is seen here or removes
 // it when its own update runs.
 func (s *Store) updateHeads(m Message, head bool, unheaded []headRef) {
@@ -230,26 +256,51 @@ func (s *Store) nextSeqLocked(space protocol.ID) (uint64, error) {
 	return last + 1, nil
 }
 
-// lastSeq returns the highest seq in space's order index, or 0.
+// lastSeq returns the highest seq allocated in space and still recorded:
+// the last in its order index or, if higher, the last deleted one.
 func (s *Store) lastSeq(space protocol.ID) (uint64, error) {
 	var seq uint64
 	err := s.db.View(func(txn *badger.Txn) error {
-		opts := badger.DefaultIteratorOptions
-		opts.PrefetchValues = false
-		opts.Reverse = true
-		opts.Prefix = orderPrefix(space)
-		it := txn.NewIterator(opts)
-		defer it.Close()
-		it.Seek(orderKey(space, ^uint64(0)))
-		if it.ValidForPrefix(opts.Prefix) {
-			seq, _ = orderKeySeq(it.Item().Key())
-		}
-		return nil
+		seq = lastOrderSeq(txn, space)
+		mark, err := readSeqMark(txn, space)
+		seq = max(seq, mark)
+		return err
 	})
 	return seq, err
 }
 
-// Has reports whether message id is stored.
+// lastOrderSeq returns the highest seq in space's order index, or 0.
+func lastOrderSeq(txn *badger.Txn, space protocol.ID) uint64 {
+	opts := badger.DefaultIteratorOptions
+	opts.PrefetchValues = false
+	opts.Reverse = true
+	opts.Prefix = orderPrefix(space)
+	it := txn.NewIterator(opts)
+	defer it.Close()
+	it.Seek(orderKey(space, ^uint64(0)))
+	if !it.ValidForPrefix(opts.Prefix) {
+		return 0
+	}
+	seq, _ := orderKeySeq(it.Item().Key())
+	return seq
+}
+
+// readSeqMark returns the highest seq of a deleted message of space, or 0.
+func readSeqMark(txn *badger.Txn, space protocol.ID) (uint64, error) {
+	val, err := get(txn, seqMarkKey(space))
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return 0, nil
+	case err != nil:
+		return 0, err
+	case len(val) != seqSize:
+		return 0, fmt.Errorf("seq mark of %s has %d bytes", space, len(val))
+	}
+	return binary.BigEndian.Uint64(val), nil
+}
+
+// Has reports whether message id is stored, expired or not: a message
+// stays known (for dedupe) until Sweep removes it.
 func (s *Store) Has(id protocol.ID) (bool, error) {
 	if err := s.enter(); err != nil {
 		return false, err
@@ -270,16 +321,21 @@ func (s *Store) Has(id protocol.ID) (bool, error) {
 	return found, nil
 }
 
-// Get returns the stored message id, or ErrNotFound.
+// Get returns the stored message id, or ErrNotFound if it is not stored
+// or has expired.
 func (s *Store) Get(id protocol.ID) (Entry, error) {
 	if err := s.enter(); err != nil {
 		return Entry{}, err
 	}
 	defer s.leave()
 	var e Entry
+	now := s.nowMilli()
 	err := s.db.View(func(txn *badger.Txn) error {
 		var err error
 		e, err = readEntry(txn, id)
+		if err == nil && e.expired(now) {
+			return ErrNotFound
+		}
 		return err
 	})
 	if err != nil {
@@ -288,10 +344,42 @@ func (s *Store) Get(id protocol.ID) (Entry, error) {
 	return e, nil
 }
 
+// Wire returns the wire bytes of message id, or false if it is not stored
+// or has expired.
+func (s *Store) Wire(id protocol.ID) ([]byte, bool, error) {
+	if err := s.enter(); err != nil {
+		return nil, false, err
+	}
+	defer s.leave()
+	var raw []byte
+	now := s.nowMilli()
+	err := s.db.View(func(txn *badger.Txn) error {
+		val, err := get(txn, messageKey(id))
+		if err != nil || recordExpired(val, now) {
+			return err
+		}
+		e, err := readEntryRecord(txn, id, val)
+		raw = e.Raw
+		if err == nil && raw == nil {
+			raw = []byte{} // stored with no bytes: still found
+		}
+		return err
+	})
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return nil, false, nil
+	case err != nil:
+		return nil, false, fmt.Errorf("store: wire %s: %w", id, err)
+	}
+	return raw, raw != nil, nil
+}
+
 // Read returns up to limit messages of space stored after cursor, in the
 // space's order, and the cursor to pass next time (after itself when there
-// is nothing new). Its cost does not depend on how many messages the space
-// holds. limit must be positive.
+// is nothing new). Expired messages are skipped, and the returned cursor
+// moves past them too, so it may be beyond the last entry returned, even
+// when none is. Its cost does not depend on how many messages the space
+// holds, only on how many it returns or skips. limit must be positive.
 func (s *Store) Read(space protocol.ID, after Cursor, limit int) ([]Entry, Cursor, error) {
 	if limit <= 0 {
 		return nil, after, fmt.Errorf("store: read %s: limit %d is not positive", space, limit)
@@ -305,6 +393,7 @@ func (s *Store) Read(space protocol.ID, after Cursor, limit int) ([]Entry, Curso
 	}
 	var entries []Entry
 	next := after
+	now := s.nowMilli()
 	err := s.db.View(func(txn *badger.Txn) error {
 		opts := badger.DefaultIteratorOptions
 		opts.PrefetchValues = false // values are 32-byte ids, read inline
@@ -327,12 +416,19 @@ func (s *Store) Read(space protocol.ID, after Cursor, limit int) ([]Entry, Curso
 			}); err != nil {
 				return err
 			}
-			e, err := readEntry(txn, id)
+			next = Cursor(seq)
+			val, err := get(txn, messageKey(id))
 			if err != nil {
 				return fmt.Errorf("order entry %d: message %s: %w", seq, id, err)
 			}
+			if recordExpired(val, now) {
+				continue // not reading its raw bytes
+			}
+			e, err := readEntryRecord(txn, id, val)
+			if err != nil {
+				return fmt.Errorf("order entry %d: %w", seq, err)
+			}
 			entries = append(entries, e)
-			next = Cursor(seq)
 		}
 		return nil
 	})
@@ -340,24 +436,6 @@ func (s *Store) Read(space protocol.ID, after Cursor, limit int) ([]Entry, Curso
 		return nil, after, fmt.Errorf("store: read %s: %w", space, err)
 	}
 	return entries, next, nil
-}
-
-// Count returns the number of messages in space. It walks the space's
-// order index (keys only).
-func (s *Store) Count(space protocol.ID) (int, error) {
-	if err := s.enter(); err != nil {
-		return 0, err
-	}
-	defer s.leave()
-	n := 0
-	err := s.db.View(func(txn *badger.Txn) error {
-		n = countPrefix(txn, orderPrefix(space))
-		return nil
-	})
-	if err != nil {
-		return 0, fmt.Errorf("store: count %s: %w", space, err)
-	}
-	return n, nil
 }
 
 // Heads returns the messages of space that no stored message names in its
@@ -437,25 +515,18 @@ func (s *Store) keyIDs(prefix []byte, limit int) ([]protocol.ID, error) {
 	return ids, err
 }
 
-func countPrefix(txn *badger.Txn, prefix []byte) int {
-	opts := badger.DefaultIteratorOptions
-	opts.PrefetchValues = false
-	opts.Prefix = prefix
-	it := txn.NewIterator(opts)
-	defer it.Close()
-	n := 0
-	for it.Rewind(); it.ValidForPrefix(prefix); it.Next() {
-		n++
-	}
-	return n
-}
-
 // readEntry reads message id (record and raw bytes) in txn.
 func readEntry(txn *badger.Txn, id protocol.ID) (Entry, error) {
 	val, err := get(txn, messageKey(id))
 	if err != nil {
 		return Entry{}, err
 	}
+	return readEntryRecord(txn, id, val)
+}
+
+// readEntryRecord decodes message id's record val and reads its raw bytes
+// in txn.
+func readEntryRecord(txn *badger.Txn, id protocol.ID, val []byte) (Entry, error) {
 	e, n, err := decodeRecord(id, val)
 	if err != nil {
 		return Entry{}, err
@@ -494,59 +565,94 @@ func chunks(raw []byte) [][]byte {
 	return out
 }
 
-// Message record: version(1) | seq(8, BE) | space(32) | uvarint len(prev) |
-// prev(32 each) | uvarint number of raw chunks. The raw bytes are kept
-// under the data keys.
-const recordVersion = 1
+// Message record, version 2: version(1) | seq(8, BE) | space(32) |
+// time(8, BE, two's complement) | expires(8, same) | uvarint len(prev) |
+// prev(32 each) | uvarint len(reply-to) | reply-to(32 each) | uvarint number
+// of raw chunks. The raw bytes are kept under the data keys. Reply-to is
+// kept so that a delete can clean the reply index. Version 1 (before
+// time, expiry and reply-to) is not read.
+const recordVersion = 2
 
-const recordHeader = 1 + seqSize + protocol.IDSize
+const (
+	recordHeader    = 1 + seqSize + protocol.IDSize
+	recordFixedSize = recordHeader + 2*timeSize
+)
 
 func encodeRecord(m Message, seq uint64) []byte {
-	b := make([]byte, 0, recordHeader+binary.MaxVarintLen64+len(m.Prev)*protocol.IDSize)
+	b := make([]byte, 0, recordFixedSize+3*binary.MaxVarintLen64+(len(m.Prev)+len(m.ReplyTo))*protocol.IDSize)
 	b = append(b, recordVersion)
 	b = binary.BigEndian.AppendUint64(b, seq)
 	b = append(b, m.Space[:]...)
-	b = binary.AppendUvarint(b, uint64(len(m.Prev)))
-	for _, p := range m.Prev {
-		b = append(b, p[:]...)
-	}
+	b = binary.BigEndian.AppendUint64(b, uint64(m.Time))
+	b = binary.BigEndian.AppendUint64(b, uint64(m.Expires))
+	b = appendIDs(b, m.Prev)
+	b = appendIDs(b, m.ReplyTo)
 	return binary.AppendUvarint(b, uint64(len(chunks(m.Raw))))
+}
+
+func appendIDs(b []byte, ids []protocol.ID) []byte {
+	b = binary.AppendUvarint(b, uint64(len(ids)))
+	for _, id := range ids {
+		b = append(b, id[:]...)
+	}
+	return b
 }
 
 var errBadRecord = errors.New("bad message record")
 
+// checkRecordHeader checks an encoded record's version and fixed part.
+func checkRecordHeader(b []byte) error {
+	switch {
+	case len(b) == 0:
+		return fmt.Errorf("%w: empty", errBadRecord)
+	case b[0] != recordVersion:
+		return fmt.Errorf("%w: version %d, want %d (stores from before version 2 cannot be read)",
+			errBadRecord, b[0], recordVersion)
+	case len(b) < recordFixedSize:
+		return fmt.Errorf("%w: %d bytes", errBadRecord, len(b))
+	}
+	return nil
+}
+
 // recordSpace returns the space of an encoded record.
 func recordSpace(b []byte) (protocol.ID, error) {
-	if len(b) < recordHeader || b[0] != recordVersion {
-		return protocol.ID{}, errBadRecord
+	if err := checkRecordHeader(b); err != nil {
+		return protocol.ID{}, err
 	}
 	return protocol.ID(b[1+seqSize : recordHeader]), nil
+}
+
+// recordExpired reports whether an encoded record's message has expired
+// at now; a bad record is reported as not expired (its decoding fails).
+func recordExpired(b []byte, now int64) bool {
+	if checkRecordHeader(b) != nil {
+		return false
+	}
+	m := Message{Expires: int64(binary.BigEndian.Uint64(b[recordHeader+timeSize:]))}
+	return m.expired(now)
 }
 
 // decodeRecord decodes the record of message id, returning it with Raw
 // nil and the number of raw chunks.
 func decodeRecord(id protocol.ID, b []byte) (Entry, int, error) {
+	if err := checkRecordHeader(b); err != nil {
+		return Entry{}, 0, fmt.Errorf("message %s: %w", id, err)
+	}
 	bad := func(what string) (Entry, int, error) {
 		return Entry{}, 0, fmt.Errorf("message %s: %w: %s", id, errBadRecord, what)
-	}
-	if len(b) < recordHeader || b[0] != recordVersion {
-		return bad("header")
 	}
 	e := Entry{Message: Message{ID: id}}
 	e.Cursor = Cursor(binary.BigEndian.Uint64(b[1:]))
 	e.Space = protocol.ID(b[1+seqSize : recordHeader])
-	rest := b[recordHeader:]
-	n, w := binary.Uvarint(rest)
-	if w <= 0 || n > uint64(len(rest)-w)/protocol.IDSize {
-		return bad("prev count")
+	e.Time = int64(binary.BigEndian.Uint64(b[recordHeader:]))
+	e.Expires = int64(binary.BigEndian.Uint64(b[recordHeader+timeSize:]))
+	rest := b[recordFixedSize:]
+	var ok bool
+	if e.Prev, rest, ok = readIDs(rest); !ok {
+		return bad("prev")
 	}
-	rest = rest[w:]
-	if n > 0 {
-		e.Prev = make([]protocol.ID, n)
-		for i := range e.Prev {
-			e.Prev[i] = protocol.ID(rest[:protocol.IDSize])
-			rest = rest[protocol.IDSize:]
-		}
+	if e.ReplyTo, rest, ok = readIDs(rest); !ok {
+		return bad("reply-to")
 	}
 	chunks, w := binary.Uvarint(rest)
 	if w <= 0 || w != len(rest) || chunks > 255 {
@@ -555,13 +661,38 @@ func decodeRecord(id protocol.ID, b []byte) (Entry, int, error) {
 	return e, int(chunks), nil
 }
 
-func cloneMessage(m Message) Message {
-	if m.Prev != nil {
-		m.Prev = append([]protocol.ID(nil), m.Prev...)
+// readIDs reads a uvarint count and that many IDs from b; nil for none.
+func readIDs(b []byte) ([]protocol.ID, []byte, bool) {
+	n, w := binary.Uvarint(b)
+	if w <= 0 || n > uint64(len(b)-w)/protocol.IDSize {
+		return nil, b, false
 	}
-	m.ReplyTo = nil // not part of what the store returns
+	b = b[w:]
+	if n == 0 {
+		return nil, b, true
+	}
+	ids := make([]protocol.ID, n)
+	for i := range ids {
+		ids[i] = protocol.ID(b[:protocol.IDSize])
+		b = b[protocol.IDSize:]
+	}
+	return ids, b, true
+}
+
+// cloneMessage returns a deep copy of m as the store returns it (empty
+// Prev and ReplyTo are nil, as when read back).
+func cloneMessage(m Message) Message {
+	m.Prev = cloneIDs(m.Prev)
+	m.ReplyTo = cloneIDs(m.ReplyTo)
 	m.Raw = bytes.Clone(m.Raw)
 	return m
+}
+
+func cloneIDs(ids []protocol.ID) []protocol.ID {
+	if len(ids) == 0 {
+		return nil
+	}
+	return append([]protocol.ID(nil), ids...)
 }
 
 func containsID(ids []protocol.ID, id protocol.ID) bool {

@@ -22,7 +22,20 @@ type Options struct {
 	// GCInterval is the value-log GC period: 0 means DefaultGCInterval,
 	// negative turns GC off. GC never runs for in-memory stores.
 	GCInterval time.Duration
+	// Now is the clock for expiry (Get, Read and Wire hide messages whose
+	// Expires has passed) and retention. nil means time.Now.
+	Now func() time.Time
+	// SweepInterval is how often expired messages and those beyond their
+	// space's retention are deleted (see Store.Sweep): 0 means
+	// DefaultSweepInterval, negative turns the background sweep off.
+	SweepInterval time.Duration
+	// Retention is the retention of spaces whose own Retention is zero
+	// (including spaces not joined). The zero value keeps everything.
+	Retention Retention
 }
+
+// DefaultSweepInterval is the sweep period used when Options.SweepInterval is 0.
+const DefaultSweepInterval = 30 * time.Second
 
 // DefaultGCInterval is the value-log GC period used when Options.GCInterval is 0.
 const DefaultGCInterval = 5 * time.Minute

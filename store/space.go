@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -17,6 +18,79 @@ type Space struct {
 	ID       protocol.ID `json:"id"`
 	Name     string      `json:"name"`
 	JoinedAt time.Time   `json:"joined_at"`
+	// Retention bounds what the store keeps of the space; zero means the
+	// store's default (Options.Retention).
+	Retention Retention `json:"retention,omitzero"`
+}
+
+// Retention bounds how many messages of a space, and how old, a store
+// keeps; Sweep deletes the others, oldest (by sync key) first. A zero field
+// is no bound.
+//
+// In JSON, max_age is a Go duration string such as "720h0m0s" (also read:
+// a number of milliseconds); zero fields are omitted:
+//
+//	{"max_count": 10000, "max_age": "168h0m0s"}
+type Retention struct {
+	MaxCount int           // keep at most this many messages
+	MaxAge   time.Duration // keep messages created at most this long ago
+}
+
+// IsZero reports whether r keeps everything.
+func (r Retention) IsZero() bool { return r == Retention{} }
+
+func (r Retention) validate() error {
+	if r.MaxCount < 0 || r.MaxAge < 0 {
+		return fmt.Errorf("retention %+v: negative bound", r)
+	}
+	return nil
+}
+
+type retentionJSON struct {
+	MaxCount int             `json:"max_count,omitempty"`
+	MaxAge   json.RawMessage `json:"max_age,omitempty"`
+}
+
+// MarshalJSON implements json.Marshaler.
+func (r Retention) MarshalJSON() ([]byte, error) {
+	j := retentionJSON{MaxCount: r.MaxCount}
+	if r.MaxAge != 0 {
+		j.MaxAge, _ = json.Marshal(r.MaxAge.String())
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (r *Retention) UnmarshalJSON(b []byte) error {
+	var j retentionJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	out := Retention{MaxCount: j.MaxCount}
+	if len(j.MaxAge) > 0 && string(j.MaxAge) != "null" {
+		var text string
+		var ms int64
+		switch {
+		case json.Unmarshal(j.MaxAge, &text) == nil:
+			d, err := time.ParseDuration(text)
+			if err != nil {
+				return fmt.Errorf("retention: max_age: %w", err)
+			}
+			out.MaxAge = d
+		case json.Unmarshal(j.MaxAge, &ms) == nil:
+			if ms > math.MaxInt64/int64(time.Millisecond) || ms < math.MinInt64/int64(time.Millisecond) {
+				return fmt.Errorf("retention: max_age %d ms out of range", ms)
+			}
+			out.MaxAge = time.Duration(ms) * time.Millisecond
+		default:
+			return fmt.Errorf("retention: max_age %s is neither a duration string nor milliseconds", j.MaxAge)
+		}
+	}
+	if err := out.validate(); err != nil {
+		return err
+	}
+	*r = out
+	return nil
 }
 
 // Peer is a peer this node has seen.
@@ -32,6 +106,9 @@ type Peer struct {
 func (s *Store) JoinSpace(sp Space) (Space, bool, error) {
 	if sp.ID.IsZero() {
 		return Space{}, false, errors.New("store: join space: zero id")
+	}
+	if err := sp.Retention.validate(); err != nil {
+		return Space{}, false, fmt.Errorf("store: join space %s: %w", sp.ID, err)
 	}
 	if sp.JoinedAt.IsZero() {
 		sp.JoinedAt = time.Now()
@@ -65,6 +142,40 @@ func (s *Store) JoinSpace(sp Space) (Space, bool, error) {
 		return Space{}, false, fmt.Errorf("store: join space %s: %w", sp.ID, err)
 	}
 	return out, created, nil
+}
+
+// SetRetention sets the retention of joined space id (zero: the store's
+// default) and returns the updated record, or ErrNotFound if id is not
+// joined. The next Sweep applies it.
+func (s *Store) SetRetention(id protocol.ID, r Retention) (Space, error) {
+	if err := r.validate(); err != nil {
+		return Space{}, fmt.Errorf("store: set retention of %s: %w", id, err)
+	}
+	if err := s.enter(); err != nil {
+		return Space{}, err
+	}
+	defer s.leave()
+	var sp Space
+	err := s.update(func(txn *badger.Txn) error {
+		val, err := get(txn, spaceKey(id))
+		if err != nil {
+			return err
+		}
+		sp = Space{}
+		if err := json.Unmarshal(val, &sp); err != nil {
+			return err
+		}
+		sp.Retention = r
+		b, err := json.Marshal(sp)
+		if err != nil {
+			return err
+		}
+		return txn.Set(spaceKey(id), b)
+	})
+	if err != nil {
+		return Space{}, fmt.Errorf("store: set retention of %s: %w", id, err)
+	}
+	return sp, nil
 }
 
 // LeaveSpace forgets that this node joined space id; its messages stay.

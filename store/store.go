@@ -6,6 +6,16 @@
 // that reads "after" a cursor never misses a message that becomes visible
 // later. See keys.go for the key layout.
 //
+// For sync, each space's messages are also kept in sync order (created_at,
+// then ID; see protocol.SyncKey), on disk and, once a space is first
+// synced or counted, in an in-memory index answering Summary, Keys and
+// Split over key ranges without touching the disk.
+//
+// A message with a TTL is hidden by Get, Read and Wire once it expires and
+// deleted by the next sweep, which also deletes what exceeds a space's
+// Retention. Sweeps run in the background (Options.SweepInterval) or on
+// demand (Sweep).
+//
 // A Store is safe for concurrent use. Methods called after Close return
 // ErrClosed.
 package store
@@ -45,10 +55,26 @@ type Store struct {
 	commitMu sync.Mutex
 	seqs     map[protocol.ID]uint64 // last seq allocated per space; guarded by commitMu
 
+	// mutateMu orders the in-memory updates (heads, range indexes) of Puts
+	// and deletes of the same message: Puts hold it shared from before
+	// their commit until their updates are done, deletes hold it
+	// exclusively from before their transaction until their updates are
+	// done. So a delete that sees a message also sees its Put's updates
+	// applied, and never has its own overwritten by them.
+	mutateMu sync.RWMutex
+
 	// headsMu guards heads: each space's heads, cached in memory once read
 	// (scanning head keys walks every deleted head still in the LSM tree).
 	headsMu sync.Mutex
 	heads   map[protocol.ID]map[protocol.ID]struct{}
+
+	// indexMu guards indexes: each space's range index, built on first use.
+	indexMu sync.Mutex
+	indexes map[protocol.ID]*rangeIndex
+
+	now       func() time.Time
+	retention Retention  // default for spaces without their own
+	sweepMu   sync.Mutex // one Sweep at a time
 
 	changeMu sync.Mutex
 	changes  map[protocol.ID]chan struct{} // nil after Close
@@ -62,6 +88,9 @@ func Open(opts Options) (*Store, error) {
 	if !opts.InMemory && opts.Dir == "" {
 		return nil, errors.New("store: open: Dir is empty and InMemory is false")
 	}
+	if err := opts.Retention.validate(); err != nil {
+		return nil, fmt.Errorf("store: open: default %w", err)
+	}
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -72,12 +101,18 @@ func Open(opts Options) (*Store, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Store{
-		db:      db,
-		logger:  logger,
-		seqs:    make(map[protocol.ID]uint64),
-		heads:   make(map[protocol.ID]map[protocol.ID]struct{}),
-		changes: make(map[protocol.ID]chan struct{}),
-		cancel:  cancel,
+		db:        db,
+		logger:    logger,
+		seqs:      make(map[protocol.ID]uint64),
+		heads:     make(map[protocol.ID]map[protocol.ID]struct{}),
+		indexes:   make(map[protocol.ID]*rangeIndex),
+		now:       opts.Now,
+		retention: opts.Retention,
+		changes:   make(map[protocol.ID]chan struct{}),
+		cancel:    cancel,
+	}
+	if s.now == nil {
+		s.now = time.Now
 	}
 	interval := opts.GCInterval
 	if interval == 0 {
@@ -87,10 +122,18 @@ func Open(opts Options) (*Store, error) {
 		s.wg.Add(1)
 		go s.gcLoop(ctx, interval)
 	}
+	sweep := opts.SweepInterval
+	if sweep == 0 {
+		sweep = DefaultSweepInterval
+	}
+	if sweep > 0 {
+		s.wg.Add(1)
+		go s.sweepLoop(ctx, sweep)
+	}
 	return s, nil
 }
 
-// Close stops value-log GC, waits for operations in flight, wakes every
+// Close stops value-log GC and sweeps, waits for operations in flight, wakes every
 // Changed waiter and closes Badger. Calling it again does nothing.
 func (s *Store) Close() error {
 	s.closeMu.Lock()
@@ -152,6 +195,9 @@ func (s *Store) gcLoop(ctx context.Context, interval time.Duration) {
 		}
 	}
 }
+
+// nowMilli returns the store's clock in Unix ms.
+func (s *Store) nowMilli() int64 { return s.now().UnixMilli() }
 
 // notify wakes everyone waiting on Changed(space).
 func (s *Store) notify(space protocol.ID) {

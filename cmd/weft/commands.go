@@ -95,11 +95,20 @@ func runConnect(ctx context.Context, e *env, args []string) error {
 func runJoin(ctx context.Context, e *env, args []string) error {
 	fs := e.flags("join")
 	asJSON := fs.Bool("json", false, "print JSON")
+	keepCount := fs.Int("keep-count", 0, "keep only the newest N messages of the space (0: no limit)")
+	keepAge := fs.Duration("keep-age", 0, "keep only messages younger than this, e.g. 720h (0: no limit)")
 	pos, err := parse(fs, args, 1)
 	if err != nil {
 		return err
 	}
-	sp, err := e.client().Join(ctx, pos[0])
+	req := api.JoinRequest{Name: pos[0]}
+	if set := flagsSet(fs); set["keep-count"] || set["keep-age"] {
+		req.Retention = &api.Retention{MaxCount: *keepCount}
+		if *keepAge != 0 {
+			req.Retention.MaxAge = keepAge.String()
+		}
+	}
+	sp, err := e.client().JoinSpace(ctx, req)
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,10 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 	noMDNS := fs.Bool("no-mdns", false, "do not discover peers on the LAN with mDNS")
 	dhtMode := fs.String("dht-mode", "server", "Kademlia DHT mode: server, client or auto")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	keepCount := fs.Int("keep-count", 0, "default retention: keep the newest N messages of each space (0: no limit; `weft join --keep-count` sets it per space)")
+	keepAge := fs.Duration("keep-age", 0, "default retention: keep messages younger than this, e.g. 720h (0: no limit)")
+	syncEvery := fs.Duration("sync-interval", 0, "how often to sync each space with a random member (default 30s; negative: only on joins and gaps)")
+	syncWindow := fs.Duration("sync-window", 0, "fetch only history created this long ago or later, e.g. 168h (0: all history)")
 	if _, err := parse(fs, args, 0); err != nil {
 		return err
 	}
@@ -29,6 +33,10 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 	cfg.Bootstrap = bootstrap
 	cfg.MDNS = !*noMDNS
 	cfg.DHTMode = *dhtMode
+	cfg.Retention.MaxCount = *keepCount
+	cfg.Retention.MaxAge = *keepAge
+	cfg.SyncInterval = *syncEvery
+	cfg.SyncWindow = *syncWindow
 	cfg.Logger = slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: lv}))
 	n, err := node.New(ctx, cfg)
 	if err != nil {

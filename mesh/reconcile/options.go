@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/peer"
+
 	"github.com/weftmesh/weft/protocol"
 )
 
@@ -22,6 +24,7 @@ type config struct {
 	maxRounds  int           // exchanges per session
 	refuseFor  time.Duration // how long a misbehaving peer is refused
 	validators int           // goroutines validating one exchange's messages
+	onReceived func(p peer.ID, space protocol.ID, n int)
 }
 
 func defaults() config {
@@ -91,6 +94,16 @@ func WithTimeout(d time.Duration) Option {
 			return errors.New("sync timeout must be positive")
 		}
 		c.timeout = d
+		return nil
+	}
+}
+
+// WithOnReceived sets f to be called after every session (either side)
+// that fetched n > 0 new messages from p. The mesh uses it to sync the
+// space's other members, which likely lack them too. f must not block.
+func WithOnReceived(f func(p peer.ID, space protocol.ID, n int)) Option {
+	return func(c *config) error {
+		c.onReceived = f
 		return nil
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,6 +53,9 @@ type Sink interface {
 	Deliver(ctx context.Context, m *protocol.Message) error
 }
 
+// errBusy reports a peer that answered statusBusy: try again later.
+var errBusy = errors.New("peer busy")
+
 // Stats describe sync sessions.
 type Stats struct {
 	Sessions      int   // sessions run (each counts once, on either side)
@@ -89,7 +93,9 @@ type Service struct {
 
 	mu      sync.Mutex
 	spaces  map[protocol.ID]Sink
-	runs    map[runKey]bool // triggered sessions in flight → run again when done
+	runs    map[runKey]bool               // triggered sessions in flight → run again when done
+	answers map[runKey]int                // sessions being answered
+	locks   map[protocol.ID]chan struct{} // one session per space at a time (see lock)
 	refused map[peer.ID]time.Time
 	totals  Stats
 	closed  bool
@@ -125,6 +131,8 @@ func New(h host.Host, st Store, opts ...Option) (*Service, error) {
 		slots:   make(chan struct{}, cfg.maxInbound),
 		spaces:  make(map[protocol.ID]Sink),
 		runs:    make(map[runKey]bool),
+		answers: make(map[runKey]int),
+		locks:   make(map[protocol.ID]chan struct{}),
 		refused: make(map[peer.ID]time.Time),
 	}
 	h.SetStreamHandler(Protocol, s.handle)
@@ -197,6 +205,9 @@ func (s *Service) finish(p peer.ID, space protocol.ID, st Stats, err error) {
 		s.refused[p] = s.cfg.now().Add(s.cfg.refuseFor)
 	}
 	s.mu.Unlock()
+	if st.Received > 0 && s.cfg.onReceived != nil {
+		s.cfg.onReceived(p, space, st.Received)
+	}
 	switch {
 	case err == nil:
 		if st.Received > 0 || st.Sent > 0 {
@@ -209,9 +220,35 @@ func (s *Service) finish(p peer.ID, space protocol.ID, st Stats, err error) {
 	}
 }
 
+// lock returns the channel that admits one session of space at a time.
+//
+// A node runs one session per space at a time, as initiator or responder:
+// two sessions fetching the same history from two members at once would
+// both be sent all of it. Initiators wait their turn; a responder whose
+// space is busy answers statusBusy and the initiator retries later (two
+// nodes starting sessions with each other at once would otherwise wait on
+// each other).
+func (s *Service) lock(space protocol.ID) chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l, ok := s.locks[space]
+	if !ok {
+		l = make(chan struct{}, 1)
+		s.locks[space] = l
+	}
+	return l
+}
+
+// busyRetries and busyBackoff bound how a triggered session retries a busy peer.
+const (
+	busyRetries = 12
+	busyBackoff = 100 * time.Millisecond
+)
+
 // Trigger starts a session with p for space in the background unless one
-// is running, in which case that one runs once more when it ends. It does
-// nothing for a space not joined or a refused peer.
+// is running, in which case that one runs once more when it ends. A busy
+// peer is retried with backoff. It does nothing for a space not joined or
+// a refused peer.
 func (s *Service) Trigger(p peer.ID, space protocol.ID) {
 	k := runKey{p, space}
 	s.mu.Lock()
@@ -231,7 +268,7 @@ func (s *Service) Trigger(p peer.ID, space protocol.ID) {
 	go func() {
 		defer s.wg.Done()
 		for {
-			_, _ = s.Sync(s.ctx, p, space) // logged by finish
+			s.syncRetrying(p, space)
 			s.mu.Lock()
 			again := s.runs[k] && !s.closed
 			if !again {
@@ -243,6 +280,51 @@ func (s *Service) Trigger(p peer.ID, space protocol.ID) {
 			s.mu.Unlock()
 		}
 	}()
+}
+
+// syncRetrying runs Sync, retrying while the peer is busy.
+func (s *Service) syncRetrying(p peer.ID, space protocol.ID) {
+	wait := busyBackoff
+	for range busyRetries {
+		_, err := s.Sync(s.ctx, p, space) // logged by finish
+		if !errors.Is(err, errBusy) {
+			return
+		}
+		t := time.NewTimer(wait/2 + rand.N(wait))
+		select {
+		case <-t.C:
+		case <-s.ctx.Done():
+			t.Stop()
+			return
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
+}
+
+// TriggerUnlessAnswering is Trigger, except that it does nothing while p
+// is running a session for space with this node: that one syncs both ways.
+func (s *Service) TriggerUnlessAnswering(p peer.ID, space protocol.ID) {
+	s.mu.Lock()
+	n := s.answers[runKey{p, space}]
+	s.mu.Unlock()
+	if n == 0 {
+		s.Trigger(p, space)
+	}
+}
+
+// answering counts a session p runs with us for space until done is called.
+func (s *Service) answering(p peer.ID, space protocol.ID) (done func()) {
+	k := runKey{p, space}
+	s.mu.Lock()
+	s.answers[k]++
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.answers[k]--; s.answers[k] <= 0 {
+			delete(s.answers, k)
+		}
+	}
 }
 
 // Sync runs one session with p for space, as initiator, and returns its
@@ -261,6 +343,13 @@ func (s *Service) Sync(ctx context.Context, p peer.ID, space protocol.ID) (stats
 	defer s.active.Add(-1)
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
 	defer cancel()
+	l := s.lock(space)
+	select {
+	case l <- struct{}{}:
+		defer func() { <-l }()
+	case <-ctx.Done():
+		return Stats{}, fmt.Errorf("sync %s with %s: waiting for the space's session: %w", space, p, ctx.Err())
+	}
 	stats.Sessions = 1
 	defer func() { s.finish(p, space, stats, err) }()
 
@@ -302,7 +391,7 @@ func (s *Service) Sync(ctx context.Context, p peer.ID, space protocol.ID) (stats
 	case statusNotMember:
 		return stats, fmt.Errorf("sync %s with %s: peer is not a member", space, p)
 	case statusBusy:
-		return stats, fmt.Errorf("sync %s with %s: peer is busy", space, p)
+		return stats, fmt.Errorf("sync %s with %s: %w", space, p, errBusy)
 	}
 	if r.floor < floor {
 		return stats, fmt.Errorf("sync %s with %s: %w", space, p, malformed("reply floor below ours"))
@@ -369,6 +458,14 @@ func (s *Service) answer(ctx context.Context, str network.Stream, stats *Stats) 
 	if !ok {
 		return h.space, c.send((&reply{status: statusNotMember}).encode())
 	}
+	l := s.lock(h.space)
+	select {
+	case l <- struct{}{}:
+		defer func() { <-l }()
+	default:
+		return h.space, c.send((&reply{status: statusBusy}).encode())
+	}
+	defer s.answering(str.Conn().RemotePeer(), h.space)()
 	floor, err := s.floor(h.space)
 	if err != nil {
 		return h.space, err

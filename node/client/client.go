@@ -185,6 +185,13 @@ func (c *Client) Spaces(ctx context.Context) ([]api.Space, error) {
 	return s.Spaces, c.do(ctx, http.MethodGet, "/v1/spaces", nil, &s)
 }
 
+// JoinSpace joins a space as req says (name, and optionally retention);
+// joining twice is fine.
+func (c *Client) JoinSpace(ctx context.Context, req api.JoinRequest) (api.Space, error) {
+	var s api.Space
+	return s, c.do(ctx, http.MethodPost, "/v1/spaces", req, &s)
+}
+
 // Join joins a space by name; joining twice is fine.
 func (c *Client) Join(ctx context.Context, name string) (api.Space, error) {
 	var s api.Space

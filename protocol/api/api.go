@@ -42,6 +42,18 @@ type Space struct {
 	JoinedAt time.Time `json:"joined_at"`
 	Messages int       `json:"messages"`
 	Peers    int       `json:"peers"` // peers seen in the space's gossip topic
+	// Retention is what this node keeps of the space (the node's default
+	// unless set for the space); absent when it keeps everything.
+	Retention *Retention `json:"retention,omitempty"`
+}
+
+// Retention bounds what a node keeps of a space: the newest MaxCount
+// messages (by created_at) and those younger than MaxAge (a Go duration,
+// e.g. "720h"). Zero or absent fields mean no bound. Older messages are
+// removed and are not fetched again by sync.
+type Retention struct {
+	MaxCount int    `json:"max_count,omitempty"`
+	MaxAge   string `json:"max_age,omitempty"`
 }
 
 // Spaces is the answer of GET /v1/spaces.
@@ -52,6 +64,9 @@ type Spaces struct {
 // JoinRequest is the body of POST /v1/spaces.
 type JoinRequest struct {
 	Name string `json:"name"`
+	// Retention, when given, sets what this node keeps of the space (also
+	// for a space already joined).
+	Retention *Retention `json:"retention,omitempty"`
 }
 
 // Refs are a message's semantic links.

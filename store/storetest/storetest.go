@@ -17,12 +17,16 @@ import (
 	"github.com/weftmesh/weft/store"
 )
 
-// Run runs the suite. open returns a fresh, empty store and arranges for it
-// to be closed when t ends (closing twice must be harmless).
-func Run(t *testing.T, open func(t testing.TB) *store.Store) {
+// Opener returns a fresh, empty store opened with opts, completed with
+// what the implementation needs (a Dir, InMemory), and arranges for it to
+// be closed when t ends (closing twice must be harmless).
+type Opener func(t testing.TB, opts store.Options) *store.Store
+
+// Run runs the suite.
+func Run(t *testing.T, open Opener) {
 	tests := []struct {
 		name string
-		fn   func(t *testing.T, open func(t testing.TB) *store.Store)
+		fn   func(t *testing.T, open Opener)
 	}{
 		{"PutGetHas", testPutGetHas},
 		{"PutInvalid", testPutInvalid},
@@ -44,6 +48,17 @@ func Run(t *testing.T, open func(t testing.TB) *store.Store) {
 		{"Peers", testPeers},
 		{"NotFound", testNotFound},
 		{"Closed", testClosed},
+		{"RangeModel", testRangeModel},
+		{"RangeIndexRace", testRangeIndexRace},
+		{"SyncKeyBounds", testSyncKeyBounds},
+		{"Expiry", testExpiry},
+		{"ExpiryReadSkips", testExpiryReadSkips},
+		{"BackgroundSweep", testBackgroundSweep},
+		{"DeleteCleansIndexes", testDeleteCleansIndexes},
+		{"RetentionCount", testRetentionCount},
+		{"RetentionAge", testRetentionAge},
+		{"SetRetention", testSetRetention},
+		{"SweepBacklog", testSweepBacklog},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open) })
@@ -74,8 +89,9 @@ func MustPut(t testing.TB, s *store.Store, m store.Message) (store.Entry, bool) 
 	return e, added
 }
 
-// ReadAll reads every entry of space, page pages at a time, checking that
-// cursors grow.
+// ReadAll reads every entry of space, page entries at a time, checking
+// that cursors grow (the cursor returned may be past the last entry when
+// expired messages were skipped).
 func ReadAll(t testing.TB, s *store.Store, space protocol.ID, page int) []store.Entry {
 	t.Helper()
 	var (
@@ -90,21 +106,19 @@ func ReadAll(t testing.TB, s *store.Store, space protocol.ID, page int) []store.
 		if len(es) > page {
 			t.Fatalf("Read returned %d entries, limit %d", len(es), page)
 		}
-		if len(es) == 0 {
-			if next != cur {
-				t.Fatalf("empty Read moved cursor %d → %d", cur, next)
-			}
-			return all
-		}
 		for _, e := range es {
 			if e.Cursor <= cur {
 				t.Fatalf("entry %s cursor %d not after %d", e.ID, e.Cursor, cur)
 			}
 			cur = e.Cursor
 		}
-		if next != cur {
+		if next < cur {
 			t.Fatalf("Read returned next cursor %d, last entry at %d", next, cur)
 		}
+		if len(es) == 0 && next == cur {
+			return all
+		}
+		cur = next
 		all = append(all, es...)
 	}
 }
@@ -120,17 +134,20 @@ func ids(es []store.Entry) []protocol.ID {
 func checkEntry(t testing.TB, got store.Entry, want store.Message) {
 	t.Helper()
 	if got.ID != want.ID || got.Space != want.Space || !bytes.Equal(got.Raw, want.Raw) ||
-		!slices.Equal(got.Prev, want.Prev) {
-		t.Errorf("entry %s = {space %s prev %v raw %q}, want {space %s prev %v raw %q}",
-			want.ID, got.Space, got.Prev, got.Raw, want.Space, want.Prev, want.Raw)
+		!slices.Equal(got.Prev, want.Prev) || !slices.Equal(got.ReplyTo, want.ReplyTo) ||
+		got.Time != want.Time || got.Expires != want.Expires {
+		t.Errorf("entry %s = {space %s time %d expires %d prev %v reply-to %v raw %q}, "+
+			"want {space %s time %d expires %d prev %v reply-to %v raw %q}",
+			want.ID, got.Space, got.Time, got.Expires, got.Prev, got.ReplyTo, got.Raw,
+			want.Space, want.Time, want.Expires, want.Prev, want.ReplyTo, want.Raw)
 	}
 	if got.Cursor == 0 {
 		t.Errorf("entry %s has zero cursor", want.ID)
 	}
 }
 
-func testPutGetHas(t *testing.T, open func(testing.TB) *store.Store) {
-	s := open(t)
+func testPutGetHas(t *testing.T, open Opener) {
+	s := open(t, store.Options{})
 	sp := ID("space")
 	a := Msg(sp, "a")
 	b := Msg(sp, "b", a.ID)
@@ -163,8 +180,8 @@ func testPutGetHas(t *testing.T, open func(testing.TB) *store.Store) {
 }
 
 // testPutLarge puts messages at the protocol's 1 MiB size limit.
-func testPutLarge(t *testing.T, open func(testing.TB) *store.Store) {
-	s := open(t)
+func testPutLarge(t *testing.T, open Opener) {
+	s := open(t, store.Options{})
 	sp := ID("space")
 	var prev []protocol.ID
 	for i := range 3 {
@@ -183,8 +200,8 @@ func testPutLarge(t *testing.T, open func(testing.TB) *store.Store) {
 	}
 }
 
-func testPutInvalid(t *testing.T, open func(testing.TB) *store.Store) {
-	s := open(t)
+func testPutInvalid(t *testing.T, open Opener) {
+	s := open(t, store.Options{})
 	for _, m := range []store.Message{
 		{Space: ID("space"), Raw: []byte("x")},
 		{ID: ID("a"), Raw: []byte("x")},
@@ -195,8 +212,8 @@ func testPutInvalid(t *testing.T, open func(testing.TB) *store.Store) {
 	}
 }
 
-func testDuplicate(t *testing.T, open func(testing.TB) *store.Store) {
-	s := open(t)
+func testDuplicate(t *testing.T, open Opener) {
+	s := open(t, store.Options{})
 	sp := ID("space")
 	a := Msg(sp, "a")
 	first, added := MustPut(t, s, a)
@@ -236,8 +253,8 @@ func putN(t testing.TB, s *store.Store, space protocol.ID, prefix string, n int)
 	return ms
 }
 
-func testReadOrder(t *testing.T, open func(testing.TB) *store.Store) {
-	s := open(t)
+func testReadOrder(t *testing.T, open Opener) {
+	s := open(t, store.Options{})
 	sp := ID("space")
 	// Names chosen so that ID order differs from put order.
 	ms := putN(t, s, sp, "m", 20)
@@ -250,8 +267,8 @@ func testReadOrder(t *testing.T, open func(testing.TB) *store.Store) {
 	}
 }
 
-func testPaging(t *testing.T, open func(testing.TB) *store.Store) {
-	s := open(t)
+func testPaging(t *testing.T, open Opener) {
+	s := open(t, store.Options{})
 	sp := ID("space")
 	ms := putN(t, s, sp, "m", 23)
 	want := make([]protocol.ID, len(ms))
@@ -289,8 +306,8 @@ func testPaging(t *testing.T, open func(testing.TB) *store.Store) {
 	}
 }
 
-func testReadAfterLast(t *testing.T, open func(testing.TB) *store.Store) {
-	s := open(t)
+func testReadAfterLast(t *testing.T, open Opener) {
+	s := open(t, store.Options{})
 	sp := ID("space")
 	putN(t, s, sp, "m", 3)
 	es, cur, err := s.Read(sp, 0, 10)
@@ -322,8 +339,8 @@ func testReadAfterLast(t *testing.T, open func(testing.TB) *store.Store) {
 	}
 }
 
-func testReadUnknownSpace(t *testing.T, open func(testing.TB) *store.Store) {
-	s := open(t)
+func testReadUnknownSpace(t *testing.T, open Opener) {
+	s := open(t, store.Options{})
 	putN(t, s, ID("space"), "m", 2)
 	for _, c := range []store.Cursor{0, 5} {
 		es, next, err := s.Read(ID("unknown"), c, 10)
@@ -339,8 +356,8 @@ func testReadUnknownSpace(t *testing.T, open func(testing.TB) *store.Store) {
 	}
 }
 
-func testReadBadLimit(t *testing.T, open func(testing.TB) *store.Store) {
-	s := open(t)
+func testReadBadLimit(t *testing.T, open Opener) {
+	s := open(t, store.Options{})
 	for _, limit := range []int{0, -1} {
 		if _, _, err := s.Read(ID("space"), 0, limit); err == nil {
 			t.Errorf("Read(limit %d) succeeded, want error", limit)
@@ -348,8 +365,8 @@ func testReadBadLimit(t *testing.T, open func(testing.TB) *store.Store) {
 	}
 }
 
-func testSpacesAreSeparate(t *testing.T, open func(testing.TB) *store.Store) {
-	s := open(t)
+func testSpacesAreSeparate(t *testing.T, open Opener) {
+	s := open(t, store.Options{})
 	a, b := ID("a"), ID("b")
 	var wantA, wantB []protocol.ID
 	for i := range 10 {
@@ -366,8 +383,8 @@ func testSpacesAreSeparate(t *testing.T, open func(testing.TB) *store.Store) {
 	}
 }
 
-func testCursor(t *testing.T, open func(testing.TB) *store.Store) {
-	s := open(t)
+func testCursor(t *testing.T, open Opener) {
+	s := open(t, store.Options{})
 	sp := ID("space")
 	putN(t, s, sp, "m", 5)
 	cursors := []store.Cursor{0, 1, 2, 255, 256, 1 << 40, store.Cursor(^uint64(0))}
@@ -414,7 +431,7 @@ func testCursor(t *testing.T, open func(testing.TB) *store.Store) {
 	}
 }
 
-func testHeads(t *testing.T, open func(testing.TB) *store.Store) {
+func testHeads(t *testing.T, open Opener) {
 	type put struct {
 		name string
 		prev []string
@@ -436,7 +453,7 @@ func testHeads(t *testing.T, open func(testing.TB) *store.Store) {
 		{"repeated prev", []put{{"a", nil}, {"b", []string{"a", "a"}}}, []string{"b"}},
 		{"duplicate put", []put{{"a", nil}, {"b", []string{"a"}}, {"a", nil}}, []string{"b"}},
 	}
-	s := open(t)
+	s := open(t, store.Options{})
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			sp := ID("heads/" + tc.name)
@@ -464,8 +481,8 @@ func testHeads(t *testing.T, open func(testing.TB) *store.Store) {
 	}
 }
 
-func testHeadsAcrossSpaces(t *testing.T, open func(testing.TB) *store.Store) {
-	s := open(t)
+func testHeadsAcrossSpaces(t *testing.T, open Opener) {
+	s := open(t, store.Options{})
 	s1, s2 := ID("s1"), ID("s2")
 	p := Msg(s2, "p")
 	q := Msg(s1, "q", p.ID)
@@ -496,8 +513,8 @@ func closed(ch <-chan struct{}) bool {
 	}
 }
 
-func testChanged(t *testing.T, open func(testing.TB) *store.Store) {
-	s := open(t)
+func testChanged(t *testing.T, open Opener) {
+	s := open(t, store.Options{})
 	a, b := ID("a"), ID("b")
 	chA1, chA2, chB := s.Changed(a), s.Changed(a), s.Changed(b)
 	if closed(chA1) || closed(chB) {
@@ -545,13 +562,13 @@ func testChanged(t *testing.T, open func(testing.TB) *store.Store) {
 // two writers at once) while followers tail it with Read + Changed. Every
 // follower must see every message exactly once: a message must never
 // become visible behind a cursor a follower has already passed.
-func testConcurrent(t *testing.T, open func(testing.TB) *store.Store) {
+func testConcurrent(t *testing.T, open Opener) {
 	const (
 		writers   = 8
 		perWriter = 40
 		total     = writers * perWriter
 	)
-	s := open(t)
+	s := open(t, store.Options{})
 	sp := ID("busy")
 	gen := func(w, i int) store.Message {
 		m := Msg(sp, fmt.Sprintf("w%d/%d", w, i))
@@ -703,8 +720,8 @@ func testConcurrent(t *testing.T, open func(testing.TB) *store.Store) {
 	}
 }
 
-func testSpaces(t *testing.T, open func(testing.TB) *store.Store) {
-	s := open(t)
+func testSpaces(t *testing.T, open Opener) {
+	s := open(t, store.Options{})
 	joined := time.Date(2026, 1, 2, 3, 4, 5, 6, time.FixedZone("x", 3600))
 	b := store.Space{ID: protocol.SpaceID("bravo"), Name: "bravo", JoinedAt: joined}
 	a := store.Space{ID: protocol.SpaceID("alpha"), Name: "alpha"}
@@ -772,8 +789,8 @@ func testSpaces(t *testing.T, open func(testing.TB) *store.Store) {
 	}
 }
 
-func testPeers(t *testing.T, open func(testing.TB) *store.Store) {
-	s := open(t)
+func testPeers(t *testing.T, open Opener) {
+	s := open(t, store.Options{})
 	if ps, err := s.Peers(); err != nil || len(ps) != 0 {
 		t.Fatalf("Peers on an empty store = %v, %v", ps, err)
 	}
@@ -803,8 +820,8 @@ func testPeers(t *testing.T, open func(testing.TB) *store.Store) {
 	}
 }
 
-func testNotFound(t *testing.T, open func(testing.TB) *store.Store) {
-	s := open(t)
+func testNotFound(t *testing.T, open Opener) {
+	s := open(t, store.Options{})
 	missing := ID("missing")
 	if _, err := s.Get(missing); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("Get: %v, want ErrNotFound", err)
@@ -820,8 +837,8 @@ func testNotFound(t *testing.T, open func(testing.TB) *store.Store) {
 	}
 }
 
-func testClosed(t *testing.T, open func(testing.TB) *store.Store) {
-	s := open(t)
+func testClosed(t *testing.T, open Opener) {
+	s := open(t, store.Options{})
 	sp := ID("space")
 	m := Msg(sp, "m")
 	MustPut(t, s, m)
@@ -851,6 +868,14 @@ func testClosed(t *testing.T, open func(testing.TB) *store.Store) {
 	_, calls["Spaces"] = s.Spaces()
 	calls["PutPeer"] = s.PutPeer(store.Peer{ID: "p"})
 	_, calls["Peers"] = s.Peers()
+	_, _, calls["Summary"] = s.Summary(sp, protocol.MinSyncKey, protocol.MaxSyncKey)
+	_, calls["Keys"] = s.Keys(sp, protocol.MinSyncKey, protocol.MaxSyncKey, 1)
+	_, calls["Split"] = s.Split(sp, protocol.MinSyncKey, protocol.MaxSyncKey, 2)
+	_, _, calls["Wire"] = s.Wire(m.ID)
+	_, calls["Floor"] = s.Floor(sp)
+	_, calls["SetRetention"] = s.SetRetention(sp, store.Retention{MaxCount: 1})
+	_, calls["Sweep"] = s.Sweep(t.Context())
+	_, calls["Replies"] = s.Replies(m.ID, 1)
 	for name, err := range calls {
 		if !errors.Is(err, store.ErrClosed) {
 			t.Errorf("%s after Close: %v, want ErrClosed", name, err)
@@ -858,8 +883,8 @@ func testClosed(t *testing.T, open func(testing.TB) *store.Store) {
 	}
 }
 
-func testReplies(t *testing.T, open func(testing.TB) *store.Store) {
-	s := open(t)
+func testReplies(t *testing.T, open Opener) {
+	s := open(t, store.Options{})
 	space := ID("replies")
 	root := Msg(space, "root")
 	MustPut(t, s, root)
@@ -895,7 +920,7 @@ func testReplies(t *testing.T, open func(testing.TB) *store.Store) {
 		t.Error("Replies with limit 0 succeeded")
 	}
 	e, err := s.Get(ID("r1"))
-	if err != nil || e.ReplyTo != nil {
-		t.Errorf("Get returns ReplyTo %v, %v; the store does not keep it", e.ReplyTo, err)
+	if err != nil || !slices.Equal(e.ReplyTo, []protocol.ID{root.ID}) {
+		t.Errorf("Get returns ReplyTo %v, %v; want [%s]", e.ReplyTo, err, root.ID)
 	}
 }

@@ -1,0 +1,121 @@
+package mesh
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"time"
+
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/weftmesh/weft/mesh/reconcile"
+	"github.com/weftmesh/weft/protocol"
+)
+
+// joinSyncDelay is how long the member with the higher peer ID waits
+// before syncing with a member that just joined the topic: the lower one
+// starts at once, and one session is enough (it syncs both ways).
+const joinSyncDelay = 2 * time.Second
+
+// syncEvents syncs with every member that joins the space's topic: a new
+// member, or one that reconnected.
+func (m *Mesh) syncEvents(ctx context.Context, s *space) {
+	ev, err := s.topic.EventHandler()
+	if err != nil {
+		m.log.Error("sync: topic events unavailable", "space", s.id, "err", err)
+		return
+	}
+	defer ev.Cancel()
+	for _, p := range s.topic.ListPeers() {
+		m.sync.Trigger(p, s.id)
+	}
+	self := m.h.ID()
+	for {
+		e, err := ev.NextPeerEvent(ctx)
+		if err != nil {
+			return // left or closed
+		}
+		if e.Type != pubsub.PeerJoin {
+			continue
+		}
+		if self < e.Peer {
+			m.sync.Trigger(e.Peer, s.id)
+			continue
+		}
+		t := time.NewTimer(joinSyncDelay)
+		p := e.Peer
+		s.wg.Go(func() {
+			defer t.Stop()
+			select {
+			case <-t.C:
+				m.sync.TriggerUnlessAnswering(p, s.id)
+			case <-ctx.Done():
+			}
+		})
+	}
+}
+
+// syncLoop syncs with one random member of the space every interval (with
+// ±25% jitter, so members do not all sync at once).
+func (m *Mesh) syncLoop(ctx context.Context, s *space) {
+	for {
+		d := m.syncEvery*3/4 + rand.N(m.syncEvery/2+1)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(d):
+		}
+		if peers := s.topic.ListPeers(); len(peers) > 0 {
+			m.sync.Trigger(peers[rand.IntN(len(peers))], s.id)
+		}
+	}
+}
+
+// repairGap starts a sync with from, which relayed msg, if this node lacks
+// any of msg's parents: gossip missed something (sent before this node
+// joined, while it was away, or lost in a mesh change).
+func (m *Mesh) repairGap(space protocol.ID, msg *protocol.Message, from peer.ID) {
+	if m.sync == nil {
+		return
+	}
+	for _, p := range msg.Prev {
+		has, err := m.history.Has(p)
+		if err == nil && !has {
+			m.sync.Trigger(from, space)
+			return
+		}
+	}
+}
+
+var errSyncOff = errors.New("sync is off (no history store)")
+
+// spread syncs the space with its members other than from, after a session
+// with from brought new messages: they likely lack them too (after a
+// partition heals, one bridge is enough). Members that are in sync answer
+// in one round trip, so this stops by itself.
+func (m *Mesh) spread(from peer.ID, space protocol.ID, _ int) {
+	for _, p := range m.SpacePeers(space) {
+		if p != from {
+			m.sync.Trigger(p, space)
+		}
+	}
+}
+
+// Sync runs one sync session with p for space now, and returns its stats.
+// It fails if sync is off (no Config.History) or the space is not joined.
+func (m *Mesh) Sync(ctx context.Context, p peer.ID, space protocol.ID) (reconcile.Stats, error) {
+	if m.sync == nil {
+		return reconcile.Stats{}, errSyncOff
+	}
+	return m.sync.Sync(ctx, p, space)
+}
+
+// SyncStats returns the totals of every sync session so far (zero when
+// sync is off).
+func (m *Mesh) SyncStats() reconcile.Stats {
+	if m.sync == nil {
+		return reconcile.Stats{}
+	}
+	return m.sync.Totals()
+}

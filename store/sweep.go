@@ -1,0 +1,531 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	badger "github.com/dgraph-io/badger/v4"
+	"github.com/weftmesh/weft/protocol"
+)
+
+// sweepBatch is the most messages one delete transaction removes, so that
+// a large backlog is deleted in many bounded transactions. A batch that is
+// still too big for Badger (messages with many parents or chunks) is split.
+const sweepBatch = 256
+
+// sweepLoop runs Sweep every interval until ctx ends.
+func (s *Store) sweepLoop(ctx context.Context, interval time.Duration) {
+	defer s.wg.Done()
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		n, err := s.Sweep(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil && !errors.Is(err, ErrClosed):
+			s.logger.Warn("store: sweep", "err", err, "removed", n)
+		case n > 0:
+			s.logger.Debug("store: sweep", "removed", n)
+		}
+	}
+}
+
+// Sweep deletes the messages that have expired and those beyond their
+// space's retention (see Retention), in batches of bounded size, and
+// returns how many it deleted. It runs in the background every
+// Options.SweepInterval; calling it directly is safe at any time (sweeps
+// run one at a time). It stops early, with ctx's error, when ctx ends.
+func (s *Store) Sweep(ctx context.Context) (removed int, err error) {
+	s.sweepMu.Lock()
+	defer s.sweepMu.Unlock()
+	now := s.nowMilli()
+	removed, err = s.sweepExpired(ctx, now)
+	if err != nil {
+		return removed, fmt.Errorf("store: sweep expired: %w", err)
+	}
+	n, err := s.sweepRetention(ctx, now)
+	removed += n
+	if err != nil {
+		return removed, fmt.Errorf("store: sweep retention: %w", err)
+	}
+	return removed, nil
+}
+
+// sweepExpired deletes the messages whose Expires is at most now.
+func (s *Store) sweepExpired(ctx context.Context, now int64) (int, error) {
+	removed := 0
+	from := []byte{prefixExpiry}
+	for {
+		if err := ctx.Err(); err != nil {
+			return removed, err
+		}
+		ids, next, err := s.expiredIDs(from, now)
+		if err != nil || len(ids) == 0 {
+			return removed, err
+		}
+		n, err := s.deleteMessages(ids)
+		removed += n
+		if err != nil || next == nil {
+			return removed, err
+		}
+		from = next
+	}
+}
+
+// expiredIDs returns up to sweepBatch messages from expiry key from on
+// that expire at or before now, and the key to continue from (nil at the
+// end).
+func (s *Store) expiredIDs(from []byte, now int64) ([]protocol.ID, []byte, error) {
+	if err := s.enter(); err != nil {
+		return nil, nil, err
+	}
+	defer s.leave()
+	var (
+		ids  []protocol.ID
+		next []byte
+	)
+	err := s.db.View(func(txn *badger.Txn) error {
+		opts := badger.DefaultIteratorOptions
+		opts.PrefetchValues = false
+		opts.Prefix = []byte{prefixExpiry}
+		it := txn.NewIterator(opts)
+		defer it.Close()
+		for it.Seek(from); it.ValidForPrefix(opts.Prefix); it.Next() {
+			k := it.Item().Key()
+			expires, id, ok := expiryKeyParts(k)
+			if !ok {
+				return fmt.Errorf("bad expiry key %x", k)
+			}
+			if expires > now {
+				return nil
+			}
+			if len(ids) == sweepBatch {
+				next = it.Item().KeyCopy(nil)
+				return nil
+			}
+			ids = append(ids, id)
+		}
+		return nil
+	})
+	return ids, next, err
+}
+
+// sweepRetention deletes, space by space, the messages beyond retention.
+func (s *Store) sweepRetention(ctx context.Context, now int64) (int, error) {
+	own, err := s.ownRetentions()
+	if err != nil {
+		return 0, err
+	}
+	var spaces []protocol.ID
+	if s.retention.IsZero() {
+		for id := range own {
+			spaces = append(spaces, id)
+		}
+	} else if spaces, err = s.messageSpaces(); err != nil {
+		return 0, err
+	}
+	removed := 0
+	for _, space := range spaces {
+		r, ok := own[space]
+		if !ok {
+			r = s.retention
+		}
+		n, err := s.applyRetention(ctx, space, r, now)
+		removed += n
+		if err != nil {
+			return removed, fmt.Errorf("space %s: %w", space, err)
+		}
+	}
+	return removed, nil
+}
+
+// applyRetention deletes space's messages beyond r.
+func (s *Store) applyRetention(ctx context.Context, space protocol.ID, r Retention, now int64) (int, error) {
+	removed := 0
+	// deleteKeys deletes up to limit keys from *from on below hi and moves
+	// *from past them (so a key that will not go cannot stall the sweep).
+	deleteKeys := func(from *protocol.SyncKey, hi protocol.SyncKey, limit int) (int, error) {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		keys, err := s.Keys(space, *from, hi, limit)
+		if err != nil || len(keys) == 0 {
+			return 0, err
+		}
+		*from = successor(keys[len(keys)-1])
+		ids := make([]protocol.ID, len(keys))
+		for i, k := range keys {
+			ids[i] = k.ID
+		}
+		n, err := s.deleteMessages(ids)
+		removed += n
+		return len(keys), err
+	}
+	if r.MaxAge > 0 {
+		from, cutoff := protocol.MinSyncKey, protocol.SyncKey{Time: ageCutoff(now, r.MaxAge)}
+		for {
+			n, err := deleteKeys(&from, cutoff, sweepBatch)
+			if err != nil {
+				return removed, err
+			}
+			if n < sweepBatch {
+				break
+			}
+		}
+	}
+	if r.MaxCount > 0 {
+		from := protocol.MinSyncKey
+		for {
+			count, err := s.Count(space)
+			if err != nil || count <= r.MaxCount {
+				return removed, err
+			}
+			n, err := deleteKeys(&from, protocol.MaxSyncKey, min(count-r.MaxCount, sweepBatch))
+			if err != nil || n == 0 {
+				return removed, err
+			}
+		}
+	}
+	return removed, nil
+}
+
+// ageCutoff returns the lowest created_at kept at now under maxAge > 0.
+func ageCutoff(now int64, maxAge time.Duration) int64 {
+	if cut := now - maxAge.Milliseconds(); cut <= now {
+		return cut
+	}
+	return math.MinInt64 // overflowed
+}
+
+// successor returns the smallest sync key above k (k itself at the top).
+func successor(k protocol.SyncKey) protocol.SyncKey {
+	for i := len(k.ID) - 1; i >= 0; i-- {
+		k.ID[i]++
+		if k.ID[i] != 0 {
+			return k
+		}
+	}
+	if k.Time == math.MaxInt64 {
+		return protocol.MaxSyncKey
+	}
+	return protocol.SyncKey{Time: k.Time + 1}
+}
+
+// ownRetentions returns the non-zero retentions of the joined spaces.
+func (s *Store) ownRetentions() (map[protocol.ID]Retention, error) {
+	if err := s.enter(); err != nil {
+		return nil, err
+	}
+	defer s.leave()
+	own := make(map[protocol.ID]Retention)
+	err := scanJSON(s.db, prefixSpace, func(sp Space) {
+		if !sp.Retention.IsZero() {
+			own[sp.ID] = sp.Retention
+		}
+	})
+	return own, err
+}
+
+// messageSpaces lists the spaces that hold messages (in the time index).
+func (s *Store) messageSpaces() ([]protocol.ID, error) {
+	if err := s.enter(); err != nil {
+		return nil, err
+	}
+	defer s.leave()
+	var spaces []protocol.ID
+	err := s.db.View(func(txn *badger.Txn) error {
+		opts := badger.DefaultIteratorOptions
+		opts.PrefetchValues = false
+		opts.Prefix = []byte{prefixTime}
+		it := txn.NewIterator(opts)
+		defer it.Close()
+		it.Rewind()
+		for it.ValidForPrefix(opts.Prefix) {
+			k := it.Item().Key()
+			if len(k) != timeKeySize {
+				return fmt.Errorf("bad time key %x", k)
+			}
+			space := protocol.ID(k[1 : 1+protocol.IDSize])
+			spaces = append(spaces, space)
+			// Past every key of space: they are all timeKeySize long.
+			it.Seek(append(timePrefix(space), bytes.Repeat([]byte{0xff}, timeKeySize)...))
+		}
+		return nil
+	})
+	return spaces, err
+}
+
+// spaceRetention returns the retention that applies to space.
+func (s *Store) spaceRetention(space protocol.ID) (Retention, error) {
+	var sp Space
+	err := s.db.View(func(txn *badger.Txn) error {
+		val, err := get(txn, spaceKey(space))
+		if err != nil {
+			return err
+		}
+		return json.Unmarshal(val, &sp)
+	})
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return s.retention, nil
+	case err != nil:
+		return Retention{}, err
+	case sp.Retention.IsZero():
+		return s.retention, nil
+	}
+	return sp.Retention, nil
+}
+
+// Floor returns the lowest created_at (Unix ms) that this store keeps for
+// space under its retention: messages older than that would be deleted by
+// the next Sweep, so a sync need not send them. It is the later of now
+// minus MaxAge and, when the space holds at least MaxCount messages, the
+// created_at of the oldest one kept; math.MinInt64 without retention.
+func (s *Store) Floor(space protocol.ID) (int64, error) {
+	if err := s.enter(); err != nil {
+		return 0, err
+	}
+	defer s.leave()
+	r, err := s.spaceRetention(space)
+	if err != nil {
+		return 0, fmt.Errorf("store: floor %s: %w", space, err)
+	}
+	floor := int64(math.MinInt64)
+	if r.MaxAge > 0 {
+		floor = ageCutoff(s.nowMilli(), r.MaxAge)
+	}
+	if r.MaxCount > 0 {
+		ix, err := s.index(space)
+		if err != nil {
+			return 0, fmt.Errorf("store: floor %s: %w", space, err)
+		}
+		ix.mu.RLock()
+		if n := ix.list.n; n >= r.MaxCount {
+			floor = max(floor, ix.list.nth(n-r.MaxCount).Time)
+		}
+		ix.mu.RUnlock()
+	}
+	return floor, nil
+}
+
+// deletion is what a committed delete transaction removed.
+type deletion struct {
+	deleted  []Message // without Raw
+	restored []headRef // parents that became heads again
+}
+
+// deleteMessages deletes the messages ids (those not stored are skipped)
+// and returns how many it deleted.
+func (s *Store) deleteMessages(ids []protocol.ID) (int, error) {
+	if err := s.enter(); err != nil {
+		return 0, err
+	}
+	defer s.leave()
+	s.mutateMu.Lock()
+	defer s.mutateMu.Unlock()
+	return s.deleteLocked(ids)
+}
+
+// deleteLocked deletes ids, splitting the batch if Badger finds it too
+// big. mutateMu must be held exclusively.
+func (s *Store) deleteLocked(ids []protocol.ID) (int, error) {
+	for range maxPutAttempts {
+		d, err := s.deleteOnce(ids)
+		switch {
+		case err == nil:
+			s.applyDeletion(d)
+			return len(d.deleted), nil
+		case errors.Is(err, badger.ErrTxnTooBig) && len(ids) > 1:
+			half := len(ids) / 2
+			n, err := s.deleteLocked(ids[:half])
+			if err != nil {
+				return n, err
+			}
+			m, err := s.deleteLocked(ids[half:])
+			return n + m, err
+		case !errors.Is(err, errRetry):
+			return 0, fmt.Errorf("delete: %w", err)
+		}
+	}
+	return 0, fmt.Errorf("delete: gave up after %d conflicts", maxPutAttempts)
+}
+
+// deleteOnce deletes ids in one transaction: each message's record, raw
+// bytes and index keys (order, time, expiry, head, the children index
+// under its parents and the reply index). Keys naming the message as a
+// parent (c id …, r id) stay, so that if it is stored again it is not
+// taken for a head. A parent left without children is no longer
+// referenced and, if stored, is a head again.
+//
+// Puts cannot commit while it runs (mutateMu), but one that read before
+// its commit may conflict with it; both sides see it as Badger's conflict
+// and retry, the Put sees the message gone. A new child of a parent made
+// a head here clears the head when it commits, as for any head.
+func (s *Store) deleteOnce(ids []protocol.ID) (deletion, error) {
+	txn := s.db.NewTransaction(true)
+	defer txn.Discard()
+	var (
+		d       deletion
+		parents []protocol.ID
+		seen    = make(map[protocol.ID]bool)
+		marks   = make(map[protocol.ID]uint64) // highest deleted seq per space
+	)
+	for _, id := range ids {
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		val, err := get(txn, messageKey(id))
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return d, fmt.Errorf("message %s: %w", id, err)
+		}
+		e, nchunks, err := decodeRecord(id, val)
+		if err != nil {
+			return d, err
+		}
+		keys := [][]byte{
+			messageKey(id),
+			orderKey(e.Space, uint64(e.Cursor)),
+			timeKey(e.Space, e.SyncKey()),
+			headKey(e.Space, id),
+		}
+		for i := range nchunks {
+			keys = append(keys, dataKey(id, i))
+		}
+		if e.Expires != 0 {
+			keys = append(keys, expiryKey(e.Expires, id))
+		}
+		for _, to := range e.ReplyTo {
+			keys = append(keys, replyKey(to, id))
+		}
+		for i, p := range e.Prev {
+			if p == id || p.IsZero() || containsID(e.Prev[:i], p) {
+				continue
+			}
+			keys = append(keys, childKey(p, id))
+			parents = append(parents, p)
+		}
+		for _, k := range keys {
+			if err := txn.Delete(k); err != nil {
+				return d, fmt.Errorf("message %s: %w", id, err)
+			}
+		}
+		marks[e.Space] = max(marks[e.Space], uint64(e.Cursor))
+		e.Raw = nil
+		d.deleted = append(d.deleted, e.Message)
+	}
+
+	// After every deletion, so a parent deleted here is seen as gone.
+	done := make(map[protocol.ID]bool)
+	for _, p := range parents {
+		if done[p] {
+			continue
+		}
+		done[p] = true
+		ref, err := unreference(txn, p)
+		if err != nil {
+			return d, fmt.Errorf("parent %s: %w", p, err)
+		}
+		if ref != nil {
+			d.restored = append(d.restored, *ref)
+		}
+	}
+
+	for space, seq := range marks {
+		old, err := readSeqMark(txn, space)
+		if err != nil {
+			return d, err
+		}
+		if seq > old {
+			if err := txn.Set(seqMarkKey(space), binary.BigEndian.AppendUint64(nil, seq)); err != nil {
+				return d, err
+			}
+		}
+	}
+
+	if err := txn.Commit(); err != nil {
+		if errors.Is(err, badger.ErrConflict) {
+			return d, errRetry
+		}
+		return d, fmt.Errorf("commit: %w", err)
+	}
+	return d, nil
+}
+
+// unreference drops parent's r key if no c key is left under it, making
+// parent a head again if it is stored; it returns the new head, if any.
+func unreference(txn *badger.Txn, parent protocol.ID) (*headRef, error) {
+	opts := badger.DefaultIteratorOptions
+	opts.PrefetchValues = false
+	opts.Prefix = idKey(prefixChild, parent)
+	it := txn.NewIterator(opts)
+	it.Rewind()
+	hasChild := it.ValidForPrefix(opts.Prefix)
+	it.Close()
+	if hasChild {
+		return nil, nil
+	}
+	// Read so that a child Put concurrently (writing it) conflicts.
+	if _, err := get(txn, refKey(parent)); err != nil {
+		if errors.Is(err, ErrNotFound) {
+			err = nil
+		}
+		return nil, err
+	}
+	if err := txn.Delete(refKey(parent)); err != nil {
+		return nil, err
+	}
+	val, err := get(txn, messageKey(parent))
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	space, err := recordSpace(val)
+	if err != nil {
+		return nil, err
+	}
+	if err := txn.Set(headKey(space, parent), nil); err != nil {
+		return nil, err
+	}
+	return &headRef{space, parent}, nil
+}
+
+// applyDeletion applies a committed deletion to the cached heads and the
+// range indexes. mutateMu must be held exclusively.
+func (s *Store) applyDeletion(d deletion) {
+	s.headsMu.Lock()
+	for _, m := range d.deleted {
+		if hs, ok := s.heads[m.Space]; ok {
+			delete(hs, m.ID)
+		}
+	}
+	for _, r := range d.restored {
+		if hs, ok := s.heads[r.space]; ok {
+			hs[r.id] = struct{}{}
+		}
+	}
+	s.headsMu.Unlock()
+
+	bySpace := make(map[protocol.ID][]protocol.SyncKey)
+	for _, m := range d.deleted {
+		bySpace[m.Space] = append(bySpace[m.Space], m.SyncKey())
+	}
+	for space, keys := range bySpace {
+		s.updateIndex(space, false, keys...)
+	}
+}
