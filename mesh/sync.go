@@ -102,13 +102,14 @@ func (m *Mesh) spread(from peer.ID, space protocol.ID, _ int) {
 	}
 }
 
-// Sync runs one sync session with p for space now, and returns its stats.
-// It fails if sync is off (no Config.History) or the space is not joined.
+// Sync runs one sync session with p for space now (retrying while p is
+// busy with another session of the space) and returns its stats. It fails
+// if sync is off (no Config.History) or the space is not joined.
 func (m *Mesh) Sync(ctx context.Context, p peer.ID, space protocol.ID) (reconcile.Stats, error) {
 	if m.sync == nil {
 		return reconcile.Stats{}, errSyncOff
 	}
-	return m.sync.Sync(ctx, p, space)
+	return m.sync.SyncRetrying(ctx, p, space)
 }
 
 // SyncStats returns the totals of every sync session so far (zero when

@@ -286,32 +286,35 @@ func (s *Store) spaceRetention(space protocol.ID) (Retention, error) {
 	return sp.Retention, nil
 }
 
-// Floor returns the lowest created_at (Unix ms) that this store keeps for
-// space under its retention: messages older than that would be deleted by
-// the next Sweep, so a sync need not send them. It is the later of now
-// minus MaxAge and, when the space holds at least MaxCount messages, the
-// created_at of the oldest one kept; math.MinInt64 without retention.
-func (s *Store) Floor(space protocol.ID) (int64, error) {
+// Floor returns the lowest sync key that this store keeps for space under
+// its retention: messages below it would be deleted by the next Sweep, so
+// a sync need not send them. It is the later of {now minus MaxAge} and,
+// when the space holds at least MaxCount messages, the key of the oldest
+// one kept (a key, not a time: messages created in the same millisecond
+// may fall on either side); MinSyncKey without retention.
+func (s *Store) Floor(space protocol.ID) (protocol.SyncKey, error) {
 	if err := s.enter(); err != nil {
-		return 0, err
+		return protocol.SyncKey{}, err
 	}
 	defer s.leave()
 	r, err := s.spaceRetention(space)
 	if err != nil {
-		return 0, fmt.Errorf("store: floor %s: %w", space, err)
+		return protocol.SyncKey{}, fmt.Errorf("store: floor %s: %w", space, err)
 	}
-	floor := int64(math.MinInt64)
+	floor := protocol.MinSyncKey
 	if r.MaxAge > 0 {
-		floor = ageCutoff(s.nowMilli(), r.MaxAge)
+		floor = protocol.SyncKey{Time: ageCutoff(s.nowMilli(), r.MaxAge)}
 	}
 	if r.MaxCount > 0 {
 		ix, err := s.index(space)
 		if err != nil {
-			return 0, fmt.Errorf("store: floor %s: %w", space, err)
+			return protocol.SyncKey{}, fmt.Errorf("store: floor %s: %w", space, err)
 		}
 		ix.mu.RLock()
 		if n := ix.list.n; n >= r.MaxCount {
-			floor = max(floor, ix.list.nth(n-r.MaxCount).Time)
+			if k := ix.list.nth(n - r.MaxCount); floor.Less(k) {
+				floor = k
+			}
 		}
 		ix.mu.RUnlock()
 	}

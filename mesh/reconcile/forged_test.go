@@ -32,16 +32,16 @@ func TestForgedMessagesRefused(t *testing.T) {
 	other := au.msg(t, protocol.SpaceID("another space"), 0, 0).Encode()
 	cases := []struct {
 		name  string
-		frame func(floor int64) []byte
+		frame func(floor protocol.SyncKey) []byte
 	}{
 		{"bad signature", msgsFrame(wire, flip(wire, -1))},
 		{"tampered body", msgsFrame(wire, flip(wire, len(wire)/2))},
 		{"other space", msgsFrame(wire, other)},
 		{"garbage", msgsFrame(wire, []byte("not a weft message"))},
 		{"truncated", msgsFrame(wire, wire[:len(wire)-10])},
-		{"malformed frame", func(int64) []byte { return []byte{0xff, 0xff, 0xff} }},
-		{"ranges not covering", func(floor int64) []byte {
-			x := &exchange{ranges: []rng{{upper: protocol.SyncKey{Time: floor + 5}, mode: modeSkip}}}
+		{"malformed frame", func(protocol.SyncKey) []byte { return []byte{0xff, 0xff, 0xff} }},
+		{"ranges not covering", func(floor protocol.SyncKey) []byte {
+			x := &exchange{ranges: []rng{{upper: protocol.SyncKey{Time: floor.Time + 5}, mode: modeSkip}}}
 			return x.encode(floor)
 		}},
 	}
@@ -116,8 +116,8 @@ func TestRefusedInbound(t *testing.T) {
 }
 
 // msgsFrame returns an exchange carrying wires.
-func msgsFrame(wires ...[]byte) func(int64) []byte {
-	return func(floor int64) []byte {
+func msgsFrame(wires ...[]byte) func(protocol.SyncKey) []byte {
+	return func(floor protocol.SyncKey) []byte {
 		return (&exchange{msgs: wires}).encode(floor)
 	}
 }

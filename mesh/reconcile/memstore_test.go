@@ -2,7 +2,6 @@ package reconcile
 
 import (
 	"context"
-	"math"
 	"slices"
 	"sync"
 
@@ -17,7 +16,7 @@ type memStore struct {
 	wire  map[protocol.ID][]byte
 	msgs  map[protocol.ID]*protocol.Message
 	named map[protocol.ID]bool // named in some stored message's prev
-	floor int64
+	floor protocol.SyncKey
 	puts  int // Deliver calls that stored something new
 }
 
@@ -27,7 +26,7 @@ func newMemStore() *memStore {
 		wire:  make(map[protocol.ID][]byte),
 		msgs:  make(map[protocol.ID]*protocol.Message),
 		named: make(map[protocol.ID]bool),
-		floor: math.MinInt64,
+		floor: protocol.MinSyncKey,
 	}
 }
 
@@ -129,4 +128,4 @@ func (s *memStore) Has(id protocol.ID) (bool, error) {
 	return ok, nil
 }
 
-func (s *memStore) Floor(protocol.ID) (int64, error) { return s.floor, nil }
+func (s *memStore) Floor(protocol.ID) (protocol.SyncKey, error) { return s.floor, nil }

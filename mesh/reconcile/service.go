@@ -41,9 +41,9 @@ type Store interface {
 	Wire(id protocol.ID) ([]byte, bool, error)
 	// Has reports whether a message is stored (expired or not).
 	Has(id protocol.ID) (bool, error)
-	// Floor returns the lowest created_at the store keeps for the space
-	// (math.MinInt64 when it keeps everything).
-	Floor(space protocol.ID) (int64, error)
+	// Floor returns the lowest sync key the store keeps for the space
+	// (protocol.MinSyncKey when it keeps everything).
+	Floor(space protocol.ID) (protocol.SyncKey, error)
 }
 
 // Sink receives the valid messages a session fetches. It is called
@@ -268,7 +268,7 @@ func (s *Service) Trigger(p peer.ID, space protocol.ID) {
 	go func() {
 		defer s.wg.Done()
 		for {
-			s.syncRetrying(p, space)
+			_, _ = s.SyncRetrying(s.ctx, p, space) // logged by finish
 			s.mu.Lock()
 			again := s.runs[k] && !s.closed
 			if !again {
@@ -282,20 +282,21 @@ func (s *Service) Trigger(p peer.ID, space protocol.ID) {
 	}()
 }
 
-// syncRetrying runs Sync, retrying while the peer is busy.
-func (s *Service) syncRetrying(p peer.ID, space protocol.ID) {
+// SyncRetrying is Sync, retried with backoff (up to a dozen times, about
+// half a minute) while the peer is busy with another session of the space.
+func (s *Service) SyncRetrying(ctx context.Context, p peer.ID, space protocol.ID) (Stats, error) {
 	wait := busyBackoff
-	for range busyRetries {
-		_, err := s.Sync(s.ctx, p, space) // logged by finish
-		if !errors.Is(err, errBusy) {
-			return
+	for i := 0; ; i++ {
+		st, err := s.Sync(ctx, p, space) // logged by finish
+		if !errors.Is(err, errBusy) || i == busyRetries {
+			return st, err
 		}
 		t := time.NewTimer(wait/2 + rand.N(wait))
 		select {
 		case <-t.C:
-		case <-s.ctx.Done():
+		case <-ctx.Done():
 			t.Stop()
-			return
+			return st, err
 		}
 		wait = min(2*wait, 5*time.Second)
 	}
@@ -365,7 +366,7 @@ func (s *Service) Sync(ctx context.Context, p peer.ID, space protocol.ID) (stats
 		return stats, err
 	}
 	sess := newSession(space, floor, s.st, sink, &s.cfg)
-	n, fp, err := sess.summary(protocol.SyncKey{Time: floor}, protocol.MaxSyncKey)
+	n, fp, err := sess.summary(floor, protocol.MaxSyncKey)
 	if err != nil {
 		return stats, err
 	}
@@ -393,7 +394,7 @@ func (s *Service) Sync(ctx context.Context, p peer.ID, space protocol.ID) (stats
 	case statusBusy:
 		return stats, fmt.Errorf("sync %s with %s: %w", space, p, errBusy)
 	}
-	if r.floor < floor {
+	if r.floor.Less(floor) {
 		return stats, fmt.Errorf("sync %s with %s: %w", space, p, malformed("reply floor below ours"))
 	}
 	sess.floor = r.floor
@@ -470,10 +471,12 @@ func (s *Service) answer(ctx context.Context, str network.Stream, stats *Stats) 
 	if err != nil {
 		return h.space, err
 	}
-	floor = max(floor, h.floor)
+	if floor.Less(h.floor) {
+		floor = h.floor
+	}
 	sess := newSession(h.space, floor, s.st, sink, &s.cfg)
 	if floor == h.floor {
-		n, fp, err := sess.summary(protocol.SyncKey{Time: floor}, protocol.MaxSyncKey)
+		n, fp, err := sess.summary(floor, protocol.MaxSyncKey)
 		if err != nil {
 			return h.space, err
 		}
@@ -537,13 +540,15 @@ func (s *Service) converse(ctx context.Context, c *conn, sess *session, sentEmpt
 	}
 }
 
-func (s *Service) floor(space protocol.ID) (int64, error) {
+func (s *Service) floor(space protocol.ID) (protocol.SyncKey, error) {
 	f, err := s.st.Floor(space)
 	if err != nil {
-		return 0, fmt.Errorf("floor: %w", err)
+		return f, fmt.Errorf("floor: %w", err)
 	}
 	if s.cfg.window > 0 {
-		f = max(f, s.cfg.now().Add(-s.cfg.window).UnixMilli())
+		if w := (protocol.SyncKey{Time: s.cfg.now().Add(-s.cfg.window).UnixMilli()}); f.Less(w) {
+			f = w
+		}
 	}
 	return f, nil
 }
@@ -609,7 +614,7 @@ func (c *conn) send(b []byte) error {
 	return c.w.Flush()
 }
 
-func (c *conn) sendExchange(x *exchange, floor int64) error {
+func (c *conn) sendExchange(x *exchange, floor protocol.SyncKey) error {
 	c.stats.Rounds++
 	return c.send(x.encode(floor))
 }

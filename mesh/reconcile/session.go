@@ -40,7 +40,7 @@ var ErrRefused = errors.New("peer refused")
 // the processing of one exchange into the next.
 type session struct {
 	space protocol.ID
-	floor int64
+	floor protocol.SyncKey
 	st    Store
 	sink  Sink
 	cfg   *config
@@ -54,7 +54,7 @@ type session struct {
 	stats Stats
 }
 
-func newSession(space protocol.ID, floor int64, st Store, sink Sink, cfg *config) *session {
+func newSession(space protocol.ID, floor protocol.SyncKey, st Store, sink Sink, cfg *config) *session {
 	return &session{
 		space:  space,
 		floor:  floor,
@@ -126,7 +126,7 @@ func (s *session) wantHeads(heads []protocol.ID) error {
 // opening is the responder's first exchange: one range over everything,
 // with our fingerprint.
 func (s *session) opening() (*exchange, error) {
-	n, fp, err := s.summary(protocol.SyncKey{Time: s.floor}, protocol.MaxSyncKey)
+	n, fp, err := s.summary(s.floor, protocol.MaxSyncKey)
 	if err != nil {
 		return nil, err
 	}
@@ -156,7 +156,7 @@ func (s *session) process(ctx context.Context, in *exchange) (*exchange, error) 
 		}
 	}
 	out := &exchange{}
-	lower := protocol.SyncKey{Time: s.floor}
+	lower := s.floor
 	for _, r := range in.ranges {
 		if err := s.reconcile(out, lower, r); err != nil {
 			return nil, err
@@ -317,7 +317,7 @@ func (s *session) receive(ctx context.Context, wires [][]byte) error {
 			return fmt.Errorf("%w: message %s belongs to space %s", ErrRefused, m.ID, m.Space)
 		}
 		delete(s.wanted, m.ID)
-		if m.CreatedAt < s.floor {
+		if protocol.KeyOf(m).Less(s.floor) {
 			s.stats.Dropped++ // below the window: we would not keep it
 			continue
 		}

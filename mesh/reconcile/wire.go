@@ -15,19 +15,21 @@ import (
 // and, unless the reply ends the session, its first exchange; from then on
 // the two sides take turns sending one exchange each.
 //
-//	hello    = version(1) space(32) floor(varint) count(uvarint) fingerprint(16) heads
-//	reply    = status(1) [floor(varint) heads]        (floor and heads only with statusReconcile)
+//	hello    = version(1) space(32) floor count(uvarint) fingerprint(16) heads
+//	reply    = status(1) [floor heads]                (floor and heads only with statusReconcile)
+//	floor    = time(varint) idlen(uvarint ≤ 32) id-prefix(idlen)
 //	heads    = n(uvarint) id(32)…
 //	exchange = n(uvarint) range…  n(uvarint) want-id(32)…  n(uvarint) missing-id(32)…
 //	           n(uvarint) (len(uvarint) wire-message)…
 //	range    = upper-bound mode(1) [count(uvarint) fingerprint(16) | n(uvarint) id(32)…]
 //	bound    = time-delta(uvarint) idlen(uvarint ≤ 32) id-prefix(idlen)
 //
-// A non-empty range list covers [floor, MaxSyncKey) with contiguous ranges,
-// each from the previous upper bound (the first from the floor) to its own;
-// bounds strictly increase. A bound's time is the previous bound's time
-// (the floor's for the first) plus the delta, in 64-bit wrapping arithmetic;
-// its ID is the prefix followed by zero bytes.
+// The floor is the lowest sync key the session covers. A non-empty range
+// list covers [floor, MaxSyncKey) with contiguous ranges, each from the
+// previous upper bound (the first from the floor) to its own; bounds
+// strictly increase. A bound's time is the previous bound's time (the
+// floor's for the first) plus the delta, in 64-bit wrapping arithmetic.
+// IDs in floors and bounds are a prefix followed by zero bytes.
 const (
 	version = 1
 
@@ -56,7 +58,7 @@ func malformed(format string, args ...any) error {
 // hello opens a session.
 type hello struct {
 	space protocol.ID
-	floor int64
+	floor protocol.SyncKey
 	count int
 	fp    protocol.Fingerprint
 	heads []protocol.ID
@@ -65,7 +67,7 @@ type hello struct {
 // reply answers a hello.
 type reply struct {
 	status byte
-	floor  int64
+	floor  protocol.SyncKey
 	heads  []protocol.ID
 }
 
@@ -104,7 +106,7 @@ func (x *exchange) empty() bool {
 func (h *hello) encode() []byte {
 	b := []byte{version}
 	b = append(b, h.space[:]...)
-	b = binary.AppendVarint(b, h.floor)
+	b = appendKey(b, h.floor)
 	b = binary.AppendUvarint(b, uint64(h.count))
 	b = append(b, h.fp[:]...)
 	return appendIDs(b, h.heads)
@@ -115,7 +117,7 @@ func decodeHello(b []byte) (*hello, error) {
 	if v := d.byte(); d.err == nil && v != version {
 		return nil, malformed("version %d", v)
 	}
-	h := &hello{space: d.id(), floor: d.varint(), count: d.count(1 << 40)}
+	h := &hello{space: d.id(), floor: d.key(), count: d.count(1 << 40)}
 	h.fp = protocol.Fingerprint(d.bytes(protocol.FingerprintSize))
 	h.heads = d.ids(maxHeads)
 	return h, d.finish()
@@ -126,7 +128,7 @@ func (r *reply) encode() []byte {
 	if r.status != statusReconcile {
 		return b
 	}
-	b = binary.AppendVarint(b, r.floor)
+	b = appendKey(b, r.floor)
 	return appendIDs(b, r.heads)
 }
 
@@ -137,15 +139,15 @@ func decodeReply(b []byte) (*reply, error) {
 		return nil, malformed("status %d", r.status)
 	}
 	if r.status == statusReconcile {
-		r.floor = d.varint()
+		r.floor = d.key()
 		r.heads = d.ids(maxHeads)
 	}
 	return r, d.finish()
 }
 
-func (x *exchange) encode(floor int64) []byte {
+func (x *exchange) encode(floor protocol.SyncKey) []byte {
 	b := binary.AppendUvarint(nil, uint64(len(x.ranges)))
-	prev := protocol.SyncKey{Time: floor}
+	prev := floor
 	for _, r := range x.ranges {
 		b = appendBound(b, prev.Time, r.upper)
 		prev = r.upper
@@ -170,11 +172,11 @@ func (x *exchange) encode(floor int64) []byte {
 
 // decodeExchange decodes an exchange of a session whose floor is floor,
 // checking that its ranges are contiguous and cover [floor, MaxSyncKey).
-func decodeExchange(b []byte, floor int64) (*exchange, error) {
+func decodeExchange(b []byte, floor protocol.SyncKey) (*exchange, error) {
 	d := decoder{b: b}
 	x := &exchange{}
 	n := d.count(len(b))
-	lower := protocol.SyncKey{Time: floor}
+	lower := floor
 	for range n {
 		r := rng{upper: d.bound(lower.Time), mode: d.byte()}
 		switch r.mode {
@@ -224,12 +226,22 @@ func appendIDs(b []byte, ids []protocol.ID) []byte {
 // appendBound encodes k relative to the previous bound's time.
 func appendBound(b []byte, prevTime int64, k protocol.SyncKey) []byte {
 	b = binary.AppendUvarint(b, uint64(k.Time)-uint64(prevTime))
+	return appendIDPrefix(b, k.ID)
+}
+
+// appendKey encodes a floor.
+func appendKey(b []byte, k protocol.SyncKey) []byte {
+	return appendIDPrefix(binary.AppendVarint(b, k.Time), k.ID)
+}
+
+// appendIDPrefix encodes id without its trailing zero bytes.
+func appendIDPrefix(b []byte, id protocol.ID) []byte {
 	n := protocol.IDSize
-	for n > 0 && k.ID[n-1] == 0 {
+	for n > 0 && id[n-1] == 0 {
 		n--
 	}
 	b = binary.AppendUvarint(b, uint64(n))
-	return append(b, k.ID[:n]...)
+	return append(b, id[:n]...)
 }
 
 // decoder reads the fields of one frame, remembering the first error.
@@ -323,9 +335,25 @@ func (d *decoder) ids(limit int) []protocol.ID {
 
 func (d *decoder) bound(prevTime int64) protocol.SyncKey {
 	k := protocol.SyncKey{Time: int64(uint64(prevTime) + d.uvarint())}
-	n := d.count(protocol.IDSize)
-	copy(k.ID[:], d.bytes(n))
+	k.ID = d.idPrefix()
 	return k
+}
+
+func (d *decoder) key() protocol.SyncKey {
+	k := protocol.SyncKey{Time: d.varint()}
+	k.ID = d.idPrefix()
+	return k
+}
+
+// idPrefix reads an ID without its trailing zeros; a prefix that itself
+// ends in a zero byte is not canonical and is refused.
+func (d *decoder) idPrefix() (id protocol.ID) {
+	n := d.count(protocol.IDSize)
+	copy(id[:], d.bytes(n))
+	if d.err == nil && n > 0 && id[n-1] == 0 {
+		d.fail("id prefix")
+	}
+	return id
 }
 
 func (d *decoder) finish() error {

@@ -3,7 +3,6 @@ package reconcile
 import (
 	"bufio"
 	"bytes"
-	"math"
 	"reflect"
 	"testing"
 
@@ -21,8 +20,8 @@ func testIDs(n int, seed byte) []protocol.ID {
 func TestWireRoundTrip(t *testing.T) {
 	ids := testIDs(5, 1)
 	hellos := []hello{
-		{space: ids[0], floor: math.MinInt64, count: 0},
-		{space: ids[1], floor: 1_700_000_000_000, count: 12345, fp: protocol.Fingerprint{1, 2, 3}, heads: ids[2:]},
+		{space: ids[0], floor: protocol.MinSyncKey, count: 0},
+		{space: ids[1], floor: protocol.SyncKey{Time: 1_700_000_000_000, ID: ids[4]}, count: 12345, fp: protocol.Fingerprint{1, 2, 3}, heads: ids[2:]},
 	}
 	for _, h := range hellos {
 		got, err := decodeHello(h.encode())
@@ -30,14 +29,14 @@ func TestWireRoundTrip(t *testing.T) {
 			t.Errorf("hello %+v → %+v, %v", h, got, err)
 		}
 	}
-	replies := []reply{{status: statusInSync}, {status: statusBusy}, {status: statusReconcile, floor: -5, heads: ids[:2]}}
+	replies := []reply{{status: statusInSync}, {status: statusBusy}, {status: statusReconcile, floor: protocol.SyncKey{Time: -5}, heads: ids[:2]}}
 	for _, r := range replies {
 		got, err := decodeReply(r.encode())
 		if err != nil || !reflect.DeepEqual(*got, r) {
 			t.Errorf("reply %+v → %+v, %v", r, got, err)
 		}
 	}
-	for _, floor := range []int64{math.MinInt64, 0, 1_700_000_000_000} {
+	for _, floor := range []protocol.SyncKey{protocol.MinSyncKey, {}, {Time: 1_700_000_000_000, ID: ids[4]}} {
 		x := exchange{
 			ranges: []rng{
 				{upper: protocol.SyncKey{Time: 1_700_000_000_001, ID: ids[0]}, mode: modeFingerprint, count: 7, fp: protocol.Fingerprint{9}},
@@ -54,30 +53,32 @@ func TestWireRoundTrip(t *testing.T) {
 		}
 		got, err := decodeExchange(x.encode(floor), floor)
 		if err != nil || !reflect.DeepEqual(*got, x) {
-			t.Errorf("floor %d: exchange → %+v, %v", floor, got, err)
+			t.Errorf("floor %v: exchange → %+v, %v", floor, got, err)
 		}
 	}
 	empty := exchange{}
-	if got, err := decodeExchange(empty.encode(0), 0); err != nil || !got.empty() {
+	if got, err := decodeExchange(empty.encode(protocol.SyncKey{}), protocol.SyncKey{}); err != nil || !got.empty() {
 		t.Errorf("empty exchange → %+v, %v", got, err)
 	}
 }
 
 func TestWireRejects(t *testing.T) {
 	ids := testIDs(2, 2)
-	good := (&exchange{ranges: []rng{{upper: protocol.MaxSyncKey, mode: modeFingerprint, count: 1}}, wants: ids}).encode(0)
+	zero := protocol.SyncKey{}
+	good := (&exchange{ranges: []rng{{upper: protocol.MaxSyncKey, mode: modeFingerprint, count: 1}}, wants: ids}).encode(zero)
 	cases := map[string][]byte{
-		"empty":              {},
-		"trailing bytes":     append(append([]byte(nil), good...), 0),
-		"truncated":          good[:len(good)-1],
-		"bad mode":           (&exchange{ranges: []rng{{upper: protocol.MaxSyncKey, mode: 7}}}).encode(0),
-		"not up to max":      (&exchange{ranges: []rng{{upper: protocol.SyncKey{Time: 9}, mode: modeSkip}}}).encode(0),
-		"bound not above lo": (&exchange{ranges: []rng{{upper: protocol.SyncKey{Time: 0}, mode: modeSkip}, {upper: protocol.MaxSyncKey}}}).encode(0),
-		"huge id count":      {0, 0xff, 0xff, 0xff, 0xff, 0x0f},
-		"huge message":       {0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff, 0x0f},
+		"empty":               {},
+		"trailing bytes":      append(append([]byte(nil), good...), 0),
+		"truncated":           good[:len(good)-1],
+		"bad mode":            (&exchange{ranges: []rng{{upper: protocol.MaxSyncKey, mode: 7}}}).encode(zero),
+		"not up to max":       (&exchange{ranges: []rng{{upper: protocol.SyncKey{Time: 9}, mode: modeSkip}}}).encode(zero),
+		"bound not above lo":  (&exchange{ranges: []rng{{upper: protocol.SyncKey{Time: 0}, mode: modeSkip}, {upper: protocol.MaxSyncKey}}}).encode(zero),
+		"huge id count":       {0, 0xff, 0xff, 0xff, 0xff, 0x0f},
+		"huge message":        {0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff, 0x0f},
+		"non-canonical bound": {1, 5, 2, 7, 0, 0},
 	}
 	for name, b := range cases {
-		if _, err := decodeExchange(b, 0); err == nil {
+		if _, err := decodeExchange(b, zero); err == nil {
 			t.Errorf("%s: decoded", name)
 		}
 	}
@@ -100,12 +101,13 @@ func TestWireRejects(t *testing.T) {
 // re-encodes to something that decodes to the same.
 func FuzzDecode(f *testing.F) {
 	ids := testIDs(3, 3)
-	f.Add((&exchange{ranges: []rng{{upper: protocol.MaxSyncKey, mode: modeIDList, ids: ids}}, wants: ids, msgs: [][]byte{[]byte("m")}}).encode(0))
+	zero := protocol.SyncKey{}
+	f.Add((&exchange{ranges: []rng{{upper: protocol.MaxSyncKey, mode: modeIDList, ids: ids}}, wants: ids, msgs: [][]byte{[]byte("m")}}).encode(zero))
 	f.Add((&hello{space: ids[0], heads: ids}).encode())
 	f.Add((&reply{status: statusReconcile, heads: ids}).encode())
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if x, err := decodeExchange(b, 0); err == nil {
-			y, err := decodeExchange(x.encode(0), 0)
+		if x, err := decodeExchange(b, zero); err == nil {
+			y, err := decodeExchange(x.encode(zero), zero)
 			if err != nil || !reflect.DeepEqual(x, y) {
 				t.Fatalf("exchange re-encoding: %v", err)
 			}

@@ -579,8 +579,8 @@ func testRetentionCount(t *testing.T, open Opener) {
 	s := open(t, store.Options{Retention: store.Retention{MaxCount: 10}, SweepInterval: -1})
 	sp := ID("count")
 	rng := rand.New(rand.NewPCG(5, 6))
-	if f, err := s.Floor(sp); err != nil || f != math.MinInt64 {
-		t.Errorf("Floor of an empty space = %d, %v; want MinInt64", f, err)
+	if f, err := s.Floor(sp); err != nil || f != protocol.MinSyncKey {
+		t.Errorf("Floor of an empty space = %v, %v; want MinSyncKey", f, err)
 	}
 	md := Model{}
 	for _, i := range rng.Perm(25) {
@@ -590,16 +590,16 @@ func testRetentionCount(t *testing.T, open Opener) {
 		md.Add(m)
 	}
 	keys := md.Sorted()
-	if f, err := s.Floor(sp); err != nil || f != 115 {
-		t.Errorf("Floor before the sweep = %d, %v; want 115", f, err)
+	if f, err := s.Floor(sp); err != nil || f != keys[15] {
+		t.Errorf("Floor before the sweep = %v, %v; want the 15th key", f, err)
 	}
 	if n, err := s.Sweep(t.Context()); err != nil || n != 15 {
 		t.Fatalf("Sweep = %d, %v; want 15", n, err)
 	}
 	keys = keys[15:]
 	CheckRange(t, s, sp, keys, protocol.MinSyncKey, protocol.MaxSyncKey)
-	if f, err := s.Floor(sp); err != nil || f != 115 {
-		t.Errorf("Floor after the sweep = %d, %v; want 115", f, err)
+	if f, err := s.Floor(sp); err != nil || f != keys[0] {
+		t.Errorf("Floor after the sweep = %v, %v; want the oldest kept key", f, err)
 	}
 	if n, err := s.Sweep(t.Context()); err != nil || n != 0 {
 		t.Errorf("second Sweep = %d, %v; want 0", n, err)
@@ -628,8 +628,8 @@ func testRetentionAge(t *testing.T, open Opener) {
 			md.Add(m)
 		}
 	}
-	if f, err := s.Floor(sp); err != nil || f != 90_000 {
-		t.Errorf("Floor = %d, %v; want 90000", f, err)
+	if f, err := s.Floor(sp); err != nil || f != (protocol.SyncKey{Time: 90_000}) {
+		t.Errorf("Floor = %v, %v; want time 90000", f, err)
 	}
 	if n, err := s.Sweep(t.Context()); err != nil || n != 20 {
 		t.Fatalf("Sweep = %d, %v; want 20", n, err)
@@ -640,12 +640,12 @@ func testRetentionAge(t *testing.T, open Opener) {
 	if _, err := s.SetRetention(sp, store.Retention{MaxAge: 10 * time.Second, MaxCount: 5}); err != nil {
 		t.Fatal(err)
 	}
-	if f, err := s.Floor(sp); err != nil || f != now-4*500 {
-		t.Errorf("Floor with MaxCount 5 = %d, %v; want %d", f, err, now-4*500)
+	if f, err := s.Floor(sp); err != nil || f != md.Sorted()[len(md)-5] {
+		t.Errorf("Floor with MaxCount 5 = %v, %v; want the 5th newest key (time %d)", f, err, now-4*500)
 	}
 	clock.Set(now + 20_000)
-	if f, err := s.Floor(sp); err != nil || f != now+10_000 {
-		t.Errorf("Floor later = %d, %v; want %d", f, err, now+10_000)
+	if f, err := s.Floor(sp); err != nil || f != (protocol.SyncKey{Time: now + 10_000}) {
+		t.Errorf("Floor later = %v, %v; want time %d", f, err, now+10_000)
 	}
 	if n, err := s.Sweep(t.Context()); err != nil || n != len(md) {
 		t.Errorf("Sweep later = %d, %v; want %d", n, err, len(md))

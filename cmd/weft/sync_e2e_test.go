@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/weftmesh/weft/node/client"
+	"github.com/weftmesh/weft/protocol/api"
+)
+
+// TestOfflineCatchUp: a daemon process is stopped, 500 messages are sent
+// in its space, and once started again it catches up on all of them by
+// itself (it redials the peers it knew and syncs), each exactly once.
+func TestOfflineCatchUp(t *testing.T) {
+	const missed = 500
+	bin := weftBinary(t)
+	a := cli{t, bin, newHome(t)}
+	b := cli{t, bin, newHome(t)}
+	startDaemon(t, a, "--listen", "/ip4/127.0.0.1/tcp/0")
+	_, aAddrs := a.id()
+	db := startDaemon(t, b, "--listen", "/ip4/127.0.0.1/tcp/0", "--bootstrap", aAddrs[0])
+	a.ok("join", "ops")
+	b.ok("join", "ops")
+	b.waitSpacePeers(1)
+	first := a.ok("send", "ops", "--text", "before the outage")
+	b.waitFor("the first message on b", func() bool { return len(b.readJSON("ops")) == 1 })
+
+	if err := db.stop(); err != nil {
+		t.Fatalf("b did not stop cleanly: %v", err)
+	}
+	ca := &client.Client{Home: a.home}
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for w := range 4 {
+		wg.Go(func() {
+			for i := w; i < missed; i += 4 {
+				if _, err := ca.SendText(context.Background(), "ops", fmt.Sprintf("while b was away %d", i)); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+
+	start := time.Now()
+	startDaemon(t, b, "--listen", "/ip4/127.0.0.1/tcp/0") // no --bootstrap: it remembers a
+	b.waitFor("b to catch up", func() bool { return len(b.readJSON("ops")) >= missed+1 })
+	t.Logf("b caught up on %d messages %v after its start", missed, time.Since(start).Round(time.Millisecond))
+
+	onA, onB := ids(a.readJSON("ops")), ids(b.readJSON("ops"))
+	if len(onB) != missed+1 || onB[0] != strings.TrimSpace(first) {
+		t.Fatalf("b reads %d messages (first %q), want %d starting with the one sent before", len(onB), onB[0], missed+1)
+	}
+	slices.Sort(onA)
+	slices.Sort(onB)
+	if !slices.Equal(onA, onB) {
+		t.Fatal("b's messages differ from a's")
+	}
+	if len(slices.Compact(onB)) != missed+1 {
+		t.Fatal("b lists a message twice")
+	}
+}
+
+func ids(ms []api.Message) []string {
+	out := make([]string, len(ms))
+	for i, m := range ms {
+		out[i] = m.ID
+	}
+	return out
+}
