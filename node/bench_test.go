@@ -117,3 +117,49 @@ func fill(b *testing.B, n *Node, space protocol.ID, total int) []store.Cursor {
 	b.Logf("stored %d messages in %s", total, time.Since(start).Round(time.Millisecond))
 	return cursors
 }
+
+// BenchmarkCatchUp: a node that joins a space late, knowing only one
+// member's address, fetches its whole history. Timed from the new daemon's
+// start to the moment it holds every message; each fetched message is
+// validated and stored durably. Run with -benchtime 1x (setting up the
+// 100k space takes a while).
+func BenchmarkCatchUp(b *testing.B) {
+	for _, n := range []int{10_000, 100_000} {
+		b.Run(fmt.Sprintf("%dk", n/1000), func(b *testing.B) {
+			a, _ := startNode(b, nil)
+			sp, _, err := a.Join("catchup", nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			sendMany(b, a, sp.ID, n, 8, "history")
+			var bytesIn, bytesOut int64
+			for b.Loop() {
+				c, cc, stop := runNode(b, bootstrapTo(a))
+				if _, err := cc.Join(context.Background(), "catchup"); err != nil {
+					b.Fatal(err)
+				}
+				deadline := time.Now().Add(10 * time.Minute)
+				for count(b, c, sp.ID) < n {
+					if time.Now().After(deadline) {
+						b.Fatalf("caught up on %d of %d", count(b, c, sp.ID), n)
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+				b.StopTimer()
+				// Session stats are recorded when the session ends, just
+				// after the last message is stored.
+				for c.mesh.SyncStats().Received < n && time.Now().Before(deadline) {
+					time.Sleep(5 * time.Millisecond)
+				}
+				st := c.mesh.SyncStats()
+				bytesIn += st.BytesReceived
+				bytesOut += st.BytesSent
+				stop()
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+			b.ReportMetric(float64(bytesIn)/float64(b.N), "bytes-in/op")
+			b.ReportMetric(float64(bytesOut)/float64(b.N), "bytes-out/op")
+		})
+	}
+}

@@ -26,6 +26,15 @@ func tempHome(t testing.TB) string {
 // stops it when the test ends.
 func startNode(t testing.TB, mutate func(*Config)) (*Node, *client.Client) {
 	t.Helper()
+	n, c, stop := runNode(t, mutate)
+	t.Cleanup(stop)
+	return n, c
+}
+
+// runNode is startNode with the stop left to the caller (stop must be
+// called once).
+func runNode(t testing.TB, mutate func(*Config)) (*Node, *client.Client, func()) {
+	t.Helper()
 	cfg := Default()
 	cfg.Home = tempHome(t)
 	cfg.Listen = []string{"/ip4/127.0.0.1/tcp/0", "/ip4/127.0.0.1/udp/0/quic-v1"}
@@ -39,15 +48,15 @@ func startNode(t testing.TB, mutate func(*Config)) (*Node, *client.Client) {
 	}
 	served := make(chan error, 1)
 	go func() { served <- n.Serve() }()
-	t.Cleanup(func() {
+	stop := func() {
 		if err := n.Close(); err != nil {
 			t.Errorf("close node: %v", err)
 		}
 		if err := <-served; err != nil {
 			t.Errorf("serve: %v", err)
 		}
-	})
-	return n, &client.Client{Home: cfg.Home}
+	}
+	return n, &client.Client{Home: cfg.Home}, stop
 }
 
 // eventually polls cond until it holds or the deadline passes.

@@ -18,9 +18,10 @@ import (
 var testSpace = protocol.SpaceID("reconcile-test")
 
 // newHost starts a libp2p host on loopback TCP, closed when the test ends.
-func newHost(tb testing.TB) host.Host {
+func newHost(tb testing.TB, opts ...libp2p.Option) host.Host {
 	tb.Helper()
-	h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"), libp2p.DisableRelay())
+	opts = append(opts, libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"), libp2p.DisableRelay())
+	h, err := libp2p.New(opts...)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -37,7 +38,12 @@ type node struct {
 
 func newNode(tb testing.TB, opts ...Option) *node {
 	tb.Helper()
-	h := newHost(tb)
+	return newNodeOn(tb, newHost(tb), opts...)
+}
+
+// newNodeOn is newNode on a given host.
+func newNodeOn(tb testing.TB, h host.Host, opts ...Option) *node {
+	tb.Helper()
 	st := newMemStore()
 	svc, err := New(h, st, opts...)
 	if err != nil {

@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/metrics"
+
 	"github.com/weftmesh/weft/protocol"
 )
 
@@ -68,7 +71,8 @@ func TestInSyncCostIsConstant(t *testing.T) {
 	au := newAuthor(t)
 	var bytes []int64
 	for _, n := range []int{10, 5000} {
-		a, b := newNode(t), newNode(t)
+		bw := metrics.NewBandwidthCounter()
+		a, b := newNodeOn(t, newHost(t, libp2p.BandwidthReporter(bw))), newNode(t)
 		connect(t, a.h, b.h)
 		msgs := au.chain(t, n, 0)
 		addAll(a.st, msgs)
@@ -81,7 +85,15 @@ func TestInSyncCostIsConstant(t *testing.T) {
 			t.Fatalf("%d messages: %+v, want in sync at hello", n, stats)
 		}
 		bytes = append(bytes, stats.BytesSent+stats.BytesReceived)
-		t.Logf("%d messages in sync: %d bytes sent, %d received", n, stats.BytesSent, stats.BytesReceived)
+		// The stream as libp2p counts it: sync frames plus protocol
+		// negotiation (not yamux and noise framing).
+		deadline := time.Now().Add(10 * time.Second)
+		var st metrics.Stats
+		for st = bw.GetBandwidthForProtocol(Protocol); st.TotalIn == 0 && time.Now().Before(deadline); st = bw.GetBandwidthForProtocol(Protocol) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		t.Logf("%d messages in sync: sync frames %d bytes sent, %d received; stream with negotiation %d out, %d in",
+			n, stats.BytesSent, stats.BytesReceived, st.TotalOut, st.TotalIn)
 	}
 	if bytes[1]-bytes[0] > 4 || bytes[1] > 200 { // only the count's varint grows
 		t.Errorf("in-sync session bytes %v: want the same (but for the count's varint) and under 200", bytes)
