@@ -112,6 +112,10 @@ func (m *Mesh) Sync(ctx context.Context, p peer.ID, space protocol.ID) (reconcil
 	return m.sync.SyncRetrying(ctx, p, space)
 }
 
+// SyncIdle reports whether no sync session is in flight (true when sync is
+// off).
+func (m *Mesh) SyncIdle() bool { return m.sync == nil || m.sync.Idle() }
+
 // SyncStats returns the totals of every sync session so far (zero when
 // sync is off).
 func (m *Mesh) SyncStats() reconcile.Stats {

@@ -273,3 +273,50 @@ func TestPartitionHeal(t *testing.T) {
 	t.Logf("converged %v after the heal: %d messages on every node, %d heads; sync totals since start: %d sessions, %d messages fetched, %d bytes sent",
 		took.Round(time.Millisecond), want, len(refHeads), st.sessions, st.msgs, st.bytes)
 }
+
+// TestGapRepair: a message gossip never delivered (here stored on A
+// without publishing) is fetched as soon as a later message naming it in
+// prev arrives, without waiting for a periodic sync (turned off here).
+func TestGapRepair(t *testing.T) {
+	noTimer := func(c *Config) { c.SyncInterval = -1 }
+	a, _ := startNode(t, noTimer)
+	b, _ := startNode(t, func(c *Config) { noTimer(c); bootstrapTo(a)(c) })
+	sp, _, err := a.Join("gaps", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := b.Join("gaps", nil); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "a and b to be topic peers", func() bool {
+		return len(a.mesh.SpacePeers(sp.ID)) == 1 && len(b.mesh.SpacePeers(sp.ID)) == 1
+	})
+	// On a join both members start a session: the one with the lower peer
+	// ID at once, the other a little later.
+	eventually(t, 30*time.Second, "the join-time syncs to finish", func() bool {
+		return a.mesh.SyncStats().Initiated > 0 && b.mesh.SyncStats().Initiated > 0 && a.mesh.SyncIdle() && b.mesh.SyncIdle()
+	})
+
+	d, err := a.draft(sp.ID, api.SendRequest{Content: []byte(`{"text":"lost in gossip"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost, err := protocol.Sign(a.key, d, a.cfg.Limits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := a.store.Put(context.Background(), storeMessage(lost)); err != nil {
+		t.Fatal(err)
+	}
+	next, _, err := a.Send(context.Background(), sp.ID, api.SendRequest{Content: []byte(`{"text":"names it in prev"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(next.Prev, lost.ID) {
+		t.Fatalf("next message's prev %v does not name the lost one", next.Prev)
+	}
+	eventually(t, 30*time.Second, "b to fetch the lost message", func() bool {
+		has, err := b.store.Has(lost.ID)
+		return err == nil && has
+	})
+}

@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/libp2p/go-libp2p/core/network"
-
 	"github.com/weftmesh/weft/protocol"
 )
 
@@ -49,22 +47,7 @@ func TestForgedMessagesRefused(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			a := newNode(t)
 			evil := newHost(t)
-			evil.SetStreamHandler(Protocol, func(s network.Stream) {
-				defer s.Close()
-				r, w := bufio.NewReader(s), bufio.NewWriter(s)
-				b, err := readFrame(r, maxFrame)
-				if err != nil {
-					return
-				}
-				h, err := decodeHello(b)
-				if err != nil {
-					return
-				}
-				_ = writeFrame(w, (&reply{status: statusReconcile, floor: h.floor}).encode())
-				_ = writeFrame(w, tc.frame(h.floor))
-				_ = w.Flush()
-				_, _ = readFrame(r, maxFrame) // until the initiator hangs up
-			})
+			ServeEvil(evil, tc.frame)
 			connect(t, a.h, evil)
 			_, err := a.svc.Sync(syncCtx(t), evil.ID(), testSpace)
 			if !errors.Is(err, ErrRefused) && !errors.Is(err, errMalformed) {

@@ -59,6 +59,7 @@ var errBusy = errors.New("peer busy")
 // Stats describe sync sessions.
 type Stats struct {
 	Sessions      int   // sessions run (each counts once, on either side)
+	Initiated     int   // of them, started by this node
 	InSync        int   // of them, ended by matching fingerprints in the hello
 	Rounds        int   // exchanges sent
 	BytesSent     int64 // on the stream, including framing
@@ -70,6 +71,7 @@ type Stats struct {
 
 func (a *Stats) add(b Stats) {
 	a.Sessions += b.Sessions
+	a.Initiated += b.Initiated
 	a.InSync += b.InSync
 	a.Rounds += b.Rounds
 	a.BytesSent += b.BytesSent
@@ -351,7 +353,7 @@ func (s *Service) Sync(ctx context.Context, p peer.ID, space protocol.ID) (stats
 	case <-ctx.Done():
 		return Stats{}, fmt.Errorf("sync %s with %s: waiting for the space's session: %w", space, p, ctx.Err())
 	}
-	stats.Sessions = 1
+	stats.Sessions, stats.Initiated = 1, 1
 	defer func() { s.finish(p, space, stats, err) }()
 
 	str, err := s.h.NewStream(network.WithAllowLimitedConn(ctx, "weft-sync"), p, Protocol)

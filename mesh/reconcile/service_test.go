@@ -3,6 +3,7 @@ package reconcile
 import (
 	"errors"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -218,5 +219,36 @@ func TestTriggerCoalesces(t *testing.T) {
 	}
 	if n := a.svc.Totals().Sessions; n > 2 {
 		t.Errorf("50 triggers ran %d sessions, want at most 2", n)
+	}
+}
+
+// TestConcurrentSessionsBothWays: two nodes starting sessions with each
+// other at the same time (each space runs one session at a time, and a
+// busy responder says so) all finish, and both end with the union.
+func TestConcurrentSessionsBothWays(t *testing.T) {
+	t.Parallel()
+	au := newAuthor(t)
+	a, b := newNode(t), newNode(t)
+	connect(t, a.h, b.h)
+	addAll(a.st, au.chain(t, 500, 0))
+	addAll(b.st, au.chain(t, 500, time.Second))
+	var wg sync.WaitGroup
+	errs := make(chan error, 10)
+	for range 5 {
+		wg.Go(func() { _, err := a.svc.SyncRetrying(syncCtx(t), b.h.ID(), testSpace); errs <- err })
+		wg.Go(func() { _, err := b.svc.SyncRetrying(syncCtx(t), a.h.ID(), testSpace); errs <- err })
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	if na, nb := len(a.st.ids(testSpace)), len(b.st.ids(testSpace)); na != 1000 || nb != 1000 {
+		t.Fatalf("a has %d, b has %d messages, want 1000 each", na, nb)
+	}
+	if got := a.svc.Totals().Received + b.svc.Totals().Received; got != 1000 {
+		t.Errorf("%d messages fetched in all, want each of the 1000 once", got)
 	}
 }
