@@ -119,16 +119,14 @@ func Open(opts Options) (*Store, error) {
 		interval = DefaultGCInterval
 	}
 	if interval > 0 && !opts.InMemory {
-		s.wg.Add(1)
-		go s.gcLoop(ctx, interval)
+		s.every(ctx, interval, s.runGC)
 	}
 	sweep := opts.SweepInterval
 	if sweep == 0 {
 		sweep = DefaultSweepInterval
 	}
 	if sweep > 0 {
-		s.wg.Add(1)
-		go s.sweepLoop(ctx, sweep)
+		s.every(ctx, sweep, s.runSweep)
 	}
 	return s, nil
 }
@@ -172,27 +170,34 @@ func (s *Store) enter() error {
 
 func (s *Store) leave() { s.closeMu.RUnlock() }
 
-// gcLoop runs value-log GC every interval until ctx ends.
-func (s *Store) gcLoop(ctx context.Context, interval time.Duration) {
-	defer s.wg.Done()
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		for ctx.Err() == nil {
-			err := s.db.RunValueLogGC(gcDiscardRatio)
-			if err == nil {
-				continue // rewrote a file; there may be more
+// every runs fn in the background every interval until ctx ends; Close
+// waits for it.
+func (s *Store) every(ctx context.Context, interval time.Duration, fn func(context.Context)) {
+	s.wg.Go(func() {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
 			}
-			if !errors.Is(err, badger.ErrNoRewrite) && !errors.Is(err, badger.ErrRejected) {
-				s.logger.Warn("store: value-log gc", "err", err)
-			}
-			break
+			fn(ctx)
 		}
+	})
+}
+
+// runGC runs value-log GC until it finds nothing to rewrite.
+func (s *Store) runGC(ctx context.Context) {
+	for ctx.Err() == nil {
+		err := s.db.RunValueLogGC(gcDiscardRatio)
+		if err == nil {
+			continue // rewrote a file; there may be more
+		}
+		if !errors.Is(err, badger.ErrNoRewrite) && !errors.Is(err, badger.ErrRejected) {
+			s.logger.Warn("store: value-log gc", "err", err)
+		}
+		return
 	}
 }
 

@@ -19,24 +19,14 @@ import (
 // still too big for Badger (messages with many parents or chunks) is split.
 const sweepBatch = 256
 
-// sweepLoop runs Sweep every interval until ctx ends.
-func (s *Store) sweepLoop(ctx context.Context, interval time.Duration) {
-	defer s.wg.Done()
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		n, err := s.Sweep(ctx)
-		switch {
-		case err != nil && ctx.Err() == nil && !errors.Is(err, ErrClosed):
-			s.logger.Warn("store: sweep", "err", err, "removed", n)
-		case n > 0:
-			s.logger.Debug("store: sweep", "removed", n)
-		}
+// runSweep is one background Sweep.
+func (s *Store) runSweep(ctx context.Context) {
+	n, err := s.Sweep(ctx)
+	switch {
+	case err != nil && ctx.Err() == nil && !errors.Is(err, ErrClosed):
+		s.logger.Warn("store: sweep", "err", err, "removed", n)
+	case n > 0:
+		s.logger.Debug("store: sweep", "removed", n)
 	}
 }
 

@@ -121,3 +121,17 @@ func syncCtx(tb testing.TB) context.Context {
 	tb.Cleanup(cancel)
 	return ctx
 }
+
+// syncSets connects a and b, gives them aMsgs and bMsgs, and runs one
+// session started by a.
+func syncSets(tb testing.TB, a, b *node, aMsgs, bMsgs []*protocol.Message) Stats {
+	tb.Helper()
+	connect(tb, a.h, b.h)
+	addAll(a.st, aMsgs)
+	addAll(b.st, bMsgs)
+	stats, err := a.svc.Sync(syncCtx(tb), b.h.ID(), testSpace)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return stats
+}

@@ -33,20 +33,11 @@ func TestSyncUnion(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			a, b := newNode(t), newNode(t)
-			connect(t, a.h, b.h)
 			shared := au.chain(t, tc.shared, 0)
 			onlyA := au.chain(t, tc.onlyA, time.Duration(tc.shared)*time.Millisecond)
 			// b's messages interleave in time with a's.
 			onlyB := au.chain(t, tc.onlyB, time.Duration(tc.shared)*time.Millisecond+time.Microsecond*500)
-			addAll(a.st, shared)
-			addAll(b.st, shared)
-			addAll(a.st, onlyA)
-			addAll(b.st, onlyB)
-
-			stats, err := a.svc.Sync(syncCtx(t), b.h.ID(), testSpace)
-			if err != nil {
-				t.Fatal(err)
-			}
+			stats := syncSets(t, a, b, slices.Concat(shared, onlyA), slices.Concat(shared, onlyB))
 			want := a.st.ids(testSpace)
 			if got := b.st.ids(testSpace); !slices.Equal(got, want) {
 				t.Fatalf("after sync: a has %d, b has %d messages", len(want), len(got))
@@ -74,14 +65,8 @@ func TestInSyncCostIsConstant(t *testing.T) {
 	for _, n := range []int{10, 5000} {
 		bw := metrics.NewBandwidthCounter()
 		a, b := newNodeOn(t, newHost(t, libp2p.BandwidthReporter(bw))), newNode(t)
-		connect(t, a.h, b.h)
 		msgs := au.chain(t, n, 0)
-		addAll(a.st, msgs)
-		addAll(b.st, msgs)
-		stats, err := a.svc.Sync(syncCtx(t), b.h.ID(), testSpace)
-		if err != nil {
-			t.Fatal(err)
-		}
+		stats := syncSets(t, a, b, msgs, msgs)
 		if stats.InSync != 1 || stats.Rounds != 0 {
 			t.Fatalf("%d messages: %+v, want in sync at hello", n, stats)
 		}
@@ -108,16 +93,9 @@ func TestCostFollowsDifference(t *testing.T) {
 	au := newAuthor(t)
 	var bytes []int64
 	for _, n := range []int{500, 20000} {
-		a, b := newNode(t), newNode(t)
-		connect(t, a.h, b.h)
 		msgs := au.chain(t, n, 0)
-		addAll(a.st, msgs)
-		addAll(b.st, msgs[:n/2])
-		addAll(b.st, msgs[n/2+1:])
-		stats, err := a.svc.Sync(syncCtx(t), b.h.ID(), testSpace)
-		if err != nil {
-			t.Fatal(err)
-		}
+		a, b := newNode(t), newNode(t)
+		stats := syncSets(t, a, b, msgs, slices.Concat(msgs[:n/2], msgs[n/2+1:]))
 		if stats.Sent != 1 || len(b.st.ids(testSpace)) != n {
 			t.Fatalf("%d messages: %+v; b has %d", n, stats, len(b.st.ids(testSpace)))
 		}
