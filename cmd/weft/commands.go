@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"io"
 
 	"github.com/weftmesh/weft/node"
@@ -133,7 +134,7 @@ func runSpaces(ctx context.Context, e *env, args []string) error {
 		return printJSON(e.stdout, api.Spaces{Spaces: spaces})
 	}
 	for _, sp := range spaces {
-		fmt.Fprintf(e.stdout, "%-20s %6d messages  %3d peers  %s\n", sp.Name, sp.Messages, sp.Peers, sp.ID)
+		fmt.Fprintf(e.stdout, "%-20s %6d messages  %3d peers  %s%s\n", sp.Name, sp.Messages, sp.Peers, sp.ID, retentionText(sp.Retention))
 	}
 	return nil
 }
@@ -148,4 +149,19 @@ func runLeave(ctx context.Context, e *env, args []string) error {
 	}
 	fmt.Fprintln(e.stdout, "left", pos[0])
 	return nil
+}
+
+// retentionText describes a space's retention for people ("" for none).
+func retentionText(r *api.Retention) string {
+	if r == nil {
+		return ""
+	}
+	var parts []string
+	if r.MaxCount > 0 {
+		parts = append(parts, fmt.Sprintf("newest %d", r.MaxCount))
+	}
+	if r.MaxAge != "" {
+		parts = append(parts, "younger than "+r.MaxAge)
+	}
+	return "  (keeps " + strings.Join(parts, ", ") + ")"
 }

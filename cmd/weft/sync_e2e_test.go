@@ -69,6 +69,15 @@ func TestOfflineCatchUp(t *testing.T) {
 	if len(slices.Compact(onB)) != missed+1 {
 		t.Fatal("b lists a message twice")
 	}
+
+	// Retention per space from the CLI.
+	b.ok("join", "ops", "--keep-count", "100", "--keep-age", "720h")
+	if out := b.ok("spaces"); !strings.Contains(out, "keeps newest 100, younger than 720h0m0s") {
+		t.Errorf("spaces does not show the retention: %q", out)
+	}
+	if _, errs, code := b.run("join", "ops", "--keep-count", "-1"); code == 0 || !strings.Contains(errs, "negative") {
+		t.Errorf("negative --keep-count: exit %d, stderr %q", code, errs)
+	}
 }
 
 func ids(ms []api.Message) []string {
