@@ -4,8 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"io"
+	"strings"
 
 	"github.com/weftmesh/weft/node"
 	"github.com/weftmesh/weft/protocol/api"
