@@ -11,6 +11,16 @@
 // seen-cache is keyed by the weft message ID (qualified by its signature, so
 // a forged copy cannot shadow the real message).
 //
+// Gossip alone loses what was sent while a member was away. With a
+// History (Config.History), the mesh runs the sync protocol of the
+// mesh/reconcile sub-package for every joined space and decides when: with
+// each member that joins the topic (new or reconnected; the member with
+// the lower peer ID first), with a random member every SyncInterval, with
+// the relay of a message whose parents are missing, and with the other
+// members after a session brought news. Fetched messages go to the same
+// Sink as gossip.
+//
 // mesh imports none of weft's other packages but protocol: the daemon hands
-// it a Sink, a one-method interface its store satisfies.
+// it a Sink, a one-method interface its store satisfies, and a History
+// (reconcile.Store), which the store satisfies too.
 package mesh
