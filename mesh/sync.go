@@ -90,14 +90,23 @@ func (m *Mesh) repairGap(space protocol.ID, msg *protocol.Message, from peer.ID)
 
 var errSyncOff = errors.New("sync is off (no history store)")
 
-// spread syncs the space with its members other than from, after a session
-// with from brought new messages: they likely lack them too (after a
-// partition heals, one bridge is enough). Members that are in sync answer
-// in one round trip, so this stops by itself.
+// spreadFanout is how many other members a session that brought news is
+// passed on to.
+const spreadFanout = 3
+
+// spread syncs the space with up to spreadFanout random members other than
+// from, after a session with from brought new messages: they likely lack
+// them too, and those that fetch them pass them on in turn (epidemic
+// style: after a partition heals, one bridge is enough). Members that are
+// in sync answer in one round trip and fetch nothing, so it stops by itself.
 func (m *Mesh) spread(from peer.ID, space protocol.ID, _ int) {
-	for _, p := range m.SpacePeers(space) {
-		if p != from {
+	peers := m.SpacePeers(space)
+	rand.Shuffle(len(peers), func(i, j int) { peers[i], peers[j] = peers[j], peers[i] })
+	n := 0
+	for _, p := range peers {
+		if p != from && n < spreadFanout {
 			m.sync.Trigger(p, space)
+			n++
 		}
 	}
 }
