@@ -47,7 +47,7 @@ func TestTTLExpiry(t *testing.T) {
 		t.Fatalf("read after expiry lists %v, want only %s", got, keep.ID)
 	}
 	id, _ := protocol.ParseID(gone.ID)
-	if _, ok, _ := n.store.Wire(id); ok {
+	if _, ok, _ := n.store.Wire(protocol.SpaceID("ephemeral"), id); ok {
 		t.Error("expired message still served to peers")
 	}
 	eventually(t, 15*time.Second, "the sweep to remove it", func() bool {

@@ -344,9 +344,10 @@ func (s *Store) Get(id protocol.ID) (Entry, error) {
 	return e, nil
 }
 
-// Wire returns the wire bytes of message id, or false if it is not stored
-// or has expired.
-func (s *Store) Wire(id protocol.ID) ([]byte, bool, error) {
+// Wire returns the wire bytes of message id of space, or false if it is
+// not stored, has expired, or belongs to another space (sync serves a space
+// only what belongs to it).
+func (s *Store) Wire(space, id protocol.ID) ([]byte, bool, error) {
 	if err := s.enter(); err != nil {
 		return nil, false, err
 	}
@@ -356,6 +357,9 @@ func (s *Store) Wire(id protocol.ID) ([]byte, bool, error) {
 	err := s.db.View(func(txn *badger.Txn) error {
 		val, err := get(txn, messageKey(id))
 		if err != nil || recordExpired(val, now) {
+			return err
+		}
+		if sp, err := recordSpace(val); err != nil || sp != space {
 			return err
 		}
 		e, err := readEntryRecord(txn, id, val)

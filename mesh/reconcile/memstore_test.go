@@ -114,11 +114,14 @@ func (s *memStore) Split(space protocol.ID, lo, hi protocol.SyncKey, parts int) 
 	return out, nil
 }
 
-func (s *memStore) Wire(id protocol.ID) ([]byte, bool, error) {
+func (s *memStore) Wire(space, id protocol.ID) ([]byte, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	w, ok := s.wire[id]
-	return w, ok, nil
+	if !ok || s.msgs[id].Space != space {
+		return nil, false, nil
+	}
+	return w, true, nil
 }
 
 func (s *memStore) Has(id protocol.ID) (bool, error) {

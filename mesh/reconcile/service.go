@@ -36,9 +36,9 @@ type Store interface {
 	// Split returns ascending keys b1…bk (k < parts) splitting [lo, hi)
 	// into non-empty ranges [lo,b1), [b1,b2) … [bk,hi) of nearly equal size.
 	Split(space protocol.ID, lo, hi protocol.SyncKey, parts int) ([]protocol.SyncKey, error)
-	// Wire returns a message's wire bytes; false (and no error) if it is
-	// not stored or has expired.
-	Wire(id protocol.ID) ([]byte, bool, error)
+	// Wire returns the wire bytes of a message of the space; false (and no
+	// error) if it is not stored, has expired, or is of another space.
+	Wire(space, id protocol.ID) ([]byte, bool, error)
 	// Has reports whether a message is stored (expired or not).
 	Has(id protocol.ID) (bool, error)
 	// Floor returns the lowest sync key the store keeps for the space

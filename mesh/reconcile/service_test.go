@@ -230,3 +230,26 @@ func TestConcurrentSessionsBothWays(t *testing.T) {
 		t.Errorf("%d messages fetched in all, want each of the 1000 once", got)
 	}
 }
+
+// TestPrevInAnotherSpace: a message whose prev names a message of another
+// space is synced; the foreign parent is asked for, reported missing (sync
+// serves a space only its own messages) and nobody is refused.
+func TestPrevInAnotherSpace(t *testing.T) {
+	t.Parallel()
+	au := newAuthor(t)
+	other := protocol.SpaceID("other")
+	a, b := newNode(t), newNode(t)
+	b.svc.Join(other, b.st)
+	p := au.msg(t, other, 0, 0)
+	m := au.msg(t, testSpace, time.Millisecond, 0, p.ID)
+	stats := syncSets(t, a, b, nil, []*protocol.Message{p, m})
+	if ok, _ := a.st.Has(m.ID); !ok || stats.Received != 1 {
+		t.Fatalf("message not fetched: %+v", stats)
+	}
+	if ok, _ := a.st.Has(p.ID); ok {
+		t.Error("a message of another space was served")
+	}
+	if a.svc.isRefused(b.h.ID()) || b.svc.isRefused(a.h.ID()) {
+		t.Error("an honest peer was refused")
+	}
+}

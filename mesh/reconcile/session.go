@@ -147,7 +147,7 @@ func (s *session) process(ctx context.Context, in *exchange) (*exchange, error) 
 		if _, ok := s.queued[id]; ok {
 			continue
 		}
-		if _, ok, err := s.st.Wire(id); err != nil {
+		if _, ok, err := s.st.Wire(s.space, id); err != nil {
 			return nil, fmt.Errorf("wire %s: %w", id, err)
 		} else if ok {
 			s.send(id)
@@ -280,7 +280,7 @@ func (s *session) fill(x *exchange) {
 	for len(s.toSend) > 0 && (budget > 0 || len(x.msgs) == 0) {
 		id := s.toSend[0]
 		s.toSend = s.toSend[1:]
-		wire, ok, err := s.st.Wire(id)
+		wire, ok, err := s.st.Wire(s.space, id)
 		if err != nil || !ok {
 			continue // removed (expired) meanwhile: the peer asks again if it still wants it
 		}
@@ -314,6 +314,8 @@ func (s *session) receive(ctx context.Context, wires [][]byte) error {
 		case err != nil:
 			return fmt.Errorf("%w: message %d of exchange: %v", ErrRefused, i, err)
 		case m.Space != s.space:
+			// Honest peers serve only the session's space (a prev may name
+			// a message of another space: we ask, they say missing).
 			return fmt.Errorf("%w: message %s belongs to space %s", ErrRefused, m.ID, m.Space)
 		}
 		delete(s.wanted, m.ID)

@@ -871,7 +871,7 @@ func testClosed(t *testing.T, open Opener) {
 	_, _, calls["Summary"] = s.Summary(sp, protocol.MinSyncKey, protocol.MaxSyncKey)
 	_, calls["Keys"] = s.Keys(sp, protocol.MinSyncKey, protocol.MaxSyncKey, 1)
 	_, calls["Split"] = s.Split(sp, protocol.MinSyncKey, protocol.MaxSyncKey, 2)
-	_, _, calls["Wire"] = s.Wire(m.ID)
+	_, _, calls["Wire"] = s.Wire(m.Space, m.ID)
 	_, calls["Floor"] = s.Floor(sp)
 	_, calls["SetRetention"] = s.SetRetention(sp, store.Retention{MaxCount: 1})
 	_, calls["Sweep"] = s.Sweep(t.Context())

@@ -386,15 +386,18 @@ func testExpiry(t *testing.T, open Opener) {
 	} else {
 		checkEntry(t, e, x)
 	}
-	if raw, ok, err := s.Wire(x.ID); err != nil || !ok || !bytes.Equal(raw, x.Raw) {
+	if raw, ok, err := s.Wire(x.Space, x.ID); err != nil || !ok || !bytes.Equal(raw, x.Raw) {
 		t.Fatalf("Wire(x) before expiry = %q, %v, %v", raw, ok, err)
+	}
+	if raw, ok, err := s.Wire(ID("another space"), x.ID); err != nil || ok || raw != nil {
+		t.Fatalf("Wire(x) for another space = %q, %v, %v; want nil, false, nil", raw, ok, err)
 	}
 
 	clock.Set(x.Expires)
 	if _, err := s.Get(x.ID); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("Get(x) after expiry: %v, want ErrNotFound", err)
 	}
-	if raw, ok, err := s.Wire(x.ID); err != nil || ok || raw != nil {
+	if raw, ok, err := s.Wire(x.Space, x.ID); err != nil || ok || raw != nil {
 		t.Errorf("Wire(x) after expiry = %q, %v, %v; want nil, false, nil", raw, ok, err)
 	}
 	if ok, err := s.Has(x.ID); err != nil || !ok {
