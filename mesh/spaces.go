@@ -13,10 +13,12 @@ import (
 )
 
 // Sink receives every valid message of a joined space that arrives from the
-// network; messages this node published itself are not delivered back.
-// Deliver is called from the space's subscription goroutine, one message at
-// a time: it should store the message and return. ctx ends when the space
-// is left or the mesh closes.
+// network; messages this node published itself are not delivered back by
+// gossip. Deliver is called from the space's subscription goroutine and,
+// with sync on, from sync sessions, concurrently: it must be safe for
+// concurrent use and idempotent (the same message can arrive both ways),
+// and should store the message and return. ctx ends when the space is left
+// or the mesh closes.
 type Sink interface {
 	Deliver(ctx context.Context, m *protocol.Message) error
 }

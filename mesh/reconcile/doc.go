@@ -19,6 +19,13 @@
 // the space must match); expired and future-dated messages are dropped, and
 // any other invalid message, or a malformed frame, aborts the session and
 // refuses the peer for a while. After delivery the parents (prev) of each
-// fetched message that are still missing are asked for, so gaps below a
-// sync window are followed as far as the peer has them.
+// fetched message that are still missing are asked for (those below the
+// session's floor are dropped on arrival; a peer serves only messages of
+// the session's space).
+//
+// Bounds: an exchange carries at most 4 MiB of messages (plus one), 1 MiB
+// of ranges (the rest are answered next turn) and 8192 wanted IDs; decoding
+// refuses more. A node runs one session per space at a time, answers
+// "busy" when its slot is taken, and ends a session that moves too little
+// data for too long.
 package reconcile

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/network"
+
 	"github.com/weftmesh/weft/protocol"
 )
 
@@ -102,5 +104,74 @@ func TestRefusedInbound(t *testing.T) {
 func msgsFrame(wires ...[]byte) func(protocol.SyncKey) []byte {
 	return func(floor protocol.SyncKey) []byte {
 		return (&exchange{msgs: wires}).encode(floor)
+	}
+}
+
+// TestSlowPeerCutOff: a peer that keeps a session open by trickling tiny
+// exchanges (holding the space's session slot) is cut off once the session
+// averages too few bytes per second; it is not refused for it.
+func TestSlowPeerCutOff(t *testing.T) {
+	t.Parallel()
+	a := newNode(t, func(c *config) error { c.slowAfter = 300 * time.Millisecond; return nil })
+	slow := newHost(t)
+	slow.SetStreamHandler(Protocol, func(s network.Stream) {
+		defer s.Close()
+		r, w := bufio.NewReader(s), bufio.NewWriter(s)
+		b, err := readFrame(r, maxFrame)
+		if err != nil {
+			return
+		}
+		hl, err := decodeHello(b)
+		if err != nil {
+			return
+		}
+		_ = writeFrame(w, (&reply{status: statusReconcile, floor: hl.floor}).encode())
+		for {
+			// One want per turn, slowly: never empty, never much.
+			_ = writeFrame(w, (&exchange{wants: []protocol.ID{{1}}}).encode(hl.floor))
+			if w.Flush() != nil {
+				return
+			}
+			if _, err := readFrame(r, maxFrame); err != nil {
+				return
+			}
+			time.Sleep(50 * time.Millisecond) // the slowness under test
+		}
+	})
+	connect(t, a.h, slow)
+	_, err := a.svc.Sync(syncCtx(t), slow.ID(), testSpace)
+	if !errors.Is(err, errSlow) {
+		t.Fatalf("sync with a trickling peer: %v, want errSlow", err)
+	}
+	if a.svc.isRefused(slow.ID()) {
+		t.Error("a slow peer was refused")
+	}
+}
+
+// TestLeaveEndsSessions: leaving a space ends its sessions in flight.
+func TestLeaveEndsSessions(t *testing.T) {
+	t.Parallel()
+	a := newNode(t)
+	stuck := newHost(t)
+	answered := make(chan struct{})
+	stuck.SetStreamHandler(Protocol, func(s network.Stream) {
+		defer s.Close()
+		r := bufio.NewReader(s)
+		_, _ = readFrame(r, maxFrame)
+		close(answered)
+		_, _ = readFrame(r, maxFrame) // never answers
+	})
+	connect(t, a.h, stuck)
+	done := make(chan error, 1)
+	go func() { _, err := a.svc.Sync(t.Context(), stuck.ID(), testSpace); done <- err }()
+	<-answered
+	a.svc.Leave(testSpace)
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("a session of a space left succeeded")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Leave did not end the session in flight")
 	}
 }

@@ -15,28 +15,32 @@ import (
 type Option func(*config) error
 
 type config struct {
-	limits     protocol.Limits
-	now        func() time.Time
-	log        *slog.Logger
-	window     time.Duration // 0: all history
-	timeout    time.Duration // one session, start to end
-	maxInbound int           // sessions answered at once
-	maxRounds  int           // exchanges per session
-	refuseFor  time.Duration // how long a misbehaving peer is refused
-	validators int           // goroutines validating one exchange's messages
-	onReceived func(p peer.ID, space protocol.ID, n int)
+	limits      protocol.Limits
+	now         func() time.Time
+	log         *slog.Logger
+	window      time.Duration // 0: all history
+	timeout     time.Duration // one session, start to end
+	maxInbound  int           // sessions answered at once
+	maxRounds   int           // exchanges per session
+	refuseFor   time.Duration // how long a misbehaving peer is refused
+	validators  int           // goroutines validating one exchange's messages
+	rangeBudget int           // range bytes per exchange (frameRangeBytes; tests lower it)
+	slowAfter   time.Duration // see errSlow (tests lower it)
+	onReceived  func(p peer.ID, space protocol.ID, n int)
 }
 
 func defaults() config {
 	return config{
-		limits:     protocol.DefaultLimits(),
-		now:        time.Now,
-		log:        slog.New(slog.DiscardHandler),
-		timeout:    10 * time.Minute,
-		maxInbound: 32,
-		maxRounds:  100_000,
-		refuseFor:  10 * time.Minute,
-		validators: runtime.GOMAXPROCS(0),
+		limits:      protocol.DefaultLimits(),
+		now:         time.Now,
+		log:         slog.New(slog.DiscardHandler),
+		timeout:     10 * time.Minute,
+		maxInbound:  32,
+		maxRounds:   100_000,
+		refuseFor:   10 * time.Minute,
+		validators:  runtime.GOMAXPROCS(0),
+		rangeBudget: frameRangeBytes,
+		slowAfter:   slowAfter,
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -53,8 +54,24 @@ type Sink interface {
 	Deliver(ctx context.Context, m *protocol.Message) error
 }
 
-// errBusy reports a peer that answered statusBusy: try again later.
-var errBusy = errors.New("peer busy")
+var (
+	// errBusy reports a peer that answered statusBusy: try again later.
+	errBusy      = errors.New("peer busy")
+	errClosed    = errors.New("sync service closed")
+	errNotJoined = errors.New("space not joined")
+	// errSlow ends a session that moves too little data for too long (it
+	// would hold its space's session slot).
+	errSlow = errors.New("session too slow")
+)
+
+// A session waits at most lockWait for its space's session slot, and is
+// ended once it has lasted slowAfter (config) while averaging under
+// minRate bytes/s.
+const (
+	lockWait  = 30 * time.Second
+	slowAfter = 30 * time.Second
+	minRate   = 16 << 10
+)
 
 // Stats describe sync sessions.
 type Stats struct {
@@ -67,6 +84,7 @@ type Stats struct {
 	Sent          int // messages sent to peers
 	Received      int // messages fetched and delivered
 	Dropped       int // fetched but expired, future-dated or below the window
+	Deferred      int // peer's ranges answered a turn later, for lack of room
 }
 
 func (a *Stats) add(b Stats) {
@@ -79,6 +97,7 @@ func (a *Stats) add(b Stats) {
 	a.Sent += b.Sent
 	a.Received += b.Received
 	a.Dropped += b.Dropped
+	a.Deferred += b.Deferred
 }
 
 // Service runs sync sessions for the spaces it has joined: it answers
@@ -94,7 +113,7 @@ type Service struct {
 	slots  chan struct{} // bounds sessions answered at once
 
 	mu      sync.Mutex
-	spaces  map[protocol.ID]Sink
+	spaces  map[protocol.ID]*joined
 	runs    map[runKey]bool               // triggered sessions in flight → run again when done
 	answers map[runKey]int                // sessions being answered
 	locks   map[protocol.ID]chan struct{} // one session per space at a time (see lock)
@@ -104,6 +123,10 @@ type Service struct {
 
 	active atomic.Int64 // sessions in flight, both sides
 }
+
+// maxRefused is how many refused peers are kept before expired refusals
+// are pruned.
+const maxRefused = 1024
 
 type runKey struct {
 	peer  peer.ID
@@ -131,7 +154,7 @@ func New(h host.Host, st Store, opts ...Option) (*Service, error) {
 		ctx:     ctx,
 		cancel:  cancel,
 		slots:   make(chan struct{}, cfg.maxInbound),
-		spaces:  make(map[protocol.ID]Sink),
+		spaces:  make(map[protocol.ID]*joined),
 		runs:    make(map[runKey]bool),
 		answers: make(map[runKey]int),
 		locks:   make(map[protocol.ID]chan struct{}),
@@ -156,18 +179,34 @@ func (s *Service) Close() error {
 	return nil
 }
 
-// Join serves space and delivers what its sessions fetch to sink.
+// joined is a space this service serves.
+type joined struct {
+	sink   Sink
+	ctx    context.Context // ends at Leave (or Close): its sessions stop
+	cancel context.CancelFunc
+}
+
+// Join serves space and delivers what its sessions fetch to sink (which
+// replaces the sink of a space already joined).
 func (s *Service) Join(space protocol.ID, sink Sink) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.spaces[space] = sink
+	if j, ok := s.spaces[space]; ok {
+		j.sink = sink
+		return
+	}
+	ctx, cancel := context.WithCancel(s.ctx)
+	s.spaces[space] = &joined{sink: sink, ctx: ctx, cancel: cancel}
 }
 
-// Leave stops serving space; sessions in flight finish.
+// Leave stops serving space and ends its sessions in flight.
 func (s *Service) Leave(space protocol.ID) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.spaces, space)
+	if j, ok := s.spaces[space]; ok {
+		j.cancel()
+		delete(s.spaces, space)
+	}
 }
 
 // Totals returns the statistics of every session so far.
@@ -180,11 +219,29 @@ func (s *Service) Totals() Stats {
 // Idle reports whether no session is in flight.
 func (s *Service) Idle() bool { return s.active.Load() == 0 }
 
-func (s *Service) sink(space protocol.ID) (Sink, bool) {
+// session admits a session of space: it returns the space's sink and a
+// context that ends when ctx does, the space is left, or the service
+// closes, and registers the session with Close (call done when finished).
+func (s *Service) session(ctx context.Context, space protocol.ID) (sink Sink, sctx context.Context, done func(), err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	k, ok := s.spaces[space]
-	return k, ok
+	if s.closed {
+		return nil, nil, nil, errClosed
+	}
+	j, ok := s.spaces[space]
+	if !ok {
+		return nil, nil, nil, errNotJoined
+	}
+	s.wg.Add(1)
+	sctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(j.ctx, cancel)
+	s.active.Add(1)
+	return j.sink, sctx, func() {
+		stop()
+		cancel()
+		s.active.Add(-1)
+		s.wg.Done()
+	}, nil
 }
 
 // isRefused reports whether p misbehaved recently.
@@ -204,7 +261,15 @@ func (s *Service) finish(p peer.ID, space protocol.ID, st Stats, err error) {
 	s.mu.Lock()
 	s.totals.add(st)
 	if errors.Is(err, ErrRefused) || errors.Is(err, errMalformed) {
-		s.refused[p] = s.cfg.now().Add(s.cfg.refuseFor)
+		now := s.cfg.now()
+		if len(s.refused) >= maxRefused {
+			for q, until := range s.refused {
+				if now.After(until) {
+					delete(s.refused, q)
+				}
+			}
+		}
+		s.refused[p] = now.Add(s.cfg.refuseFor)
 	}
 	s.mu.Unlock()
 	if st.Received > 0 && s.cfg.onReceived != nil {
@@ -335,24 +400,28 @@ func (s *Service) answering(p peer.ID, space protocol.ID) (done func()) {
 // both sides' floors) unless an error says otherwise, and p has been sent
 // every message it lacked.
 func (s *Service) Sync(ctx context.Context, p peer.ID, space protocol.ID) (stats Stats, err error) {
-	sink, ok := s.sink(space)
-	if !ok {
-		return Stats{}, fmt.Errorf("sync %s: space not joined", space)
-	}
 	if s.isRefused(p) {
 		return Stats{}, fmt.Errorf("sync %s with %s: %w (recently misbehaved)", space, p, ErrRefused)
 	}
-	s.active.Add(1)
-	defer s.active.Add(-1)
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
-	defer cancel()
+	sink, ctx, done, err := s.session(ctx, space)
+	if err != nil {
+		return Stats{}, fmt.Errorf("sync %s with %s: %w", space, p, err)
+	}
+	defer done()
 	l := s.lock(space)
+	wait := time.NewTimer(lockWait)
 	select {
 	case l <- struct{}{}:
+		wait.Stop()
 		defer func() { <-l }()
+	case <-wait.C:
+		return Stats{}, fmt.Errorf("sync %s with %s: %w (this node's session of the space is still running)", space, p, errBusy)
 	case <-ctx.Done():
+		wait.Stop()
 		return Stats{}, fmt.Errorf("sync %s with %s: waiting for the space's session: %w", space, p, ctx.Err())
 	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
+	defer cancel()
 	stats.Sessions, stats.Initiated = 1, 1
 	defer func() { s.finish(p, space, stats, err) }()
 
@@ -457,10 +526,15 @@ func (s *Service) answer(ctx context.Context, str network.Stream, stats *Stats) 
 	if err != nil {
 		return protocol.ID{}, err
 	}
-	sink, ok := s.sink(h.space)
-	if !ok {
+	sink, sctx, done, err := s.session(ctx, h.space)
+	switch {
+	case errors.Is(err, errNotJoined):
 		return h.space, c.send((&reply{status: statusNotMember}).encode())
+	case err != nil:
+		return h.space, err
 	}
+	defer done()
+	defer context.AfterFunc(sctx, func() { _ = str.Reset() })() // left meanwhile
 	l := s.lock(h.space)
 	select {
 	case l <- struct{}{}:
@@ -521,6 +595,9 @@ func (s *Service) converse(ctx context.Context, c *conn, sess *session, sentEmpt
 		if err != nil {
 			return err
 		}
+		if el := time.Since(c.start); el > s.cfg.slowAfter && float64(c.stats.BytesSent+c.stats.BytesReceived)/el.Seconds() < minRate {
+			return fmt.Errorf("%w: %d bytes in %v", errSlow, c.stats.BytesSent+c.stats.BytesReceived, el.Round(time.Second))
+		}
 		in, err := decodeExchange(b, sess.floor)
 		if err != nil {
 			return err
@@ -552,8 +629,23 @@ func (s *Service) floor(space protocol.ID) (protocol.SyncKey, error) {
 			f = w
 		}
 	}
+	// A floor taken from a clock (a window, an age retention) is rounded
+	// up to the minute, so that two members usually compute the same one
+	// and the one-frame in-sync answer applies. Up, not down: a floor
+	// below what a store keeps would re-fetch what its sweep deletes.
+	if f.ID.IsZero() && f.Time != math.MinInt64 {
+		if r := f.Time % floorGrain; r != 0 {
+			f.Time += floorGrain - r
+			if r < 0 {
+				f.Time -= floorGrain
+			}
+		}
+	}
 	return f, nil
 }
+
+// floorGrain is the rounding of clock-derived floors, in milliseconds.
+const floorGrain = 60_000
 
 func (s *Service) heads(space protocol.ID) ([]protocol.ID, error) {
 	heads, err := s.st.Heads(space)
@@ -581,6 +673,7 @@ func (st *Stats) addTo(dst *Stats) {
 	dst.Sent += st.Sent
 	dst.Received += st.Received
 	dst.Dropped += st.Dropped
+	dst.Deferred += st.Deferred
 }
 
 // conn frames a session's stream, counts its bytes and bounds each turn.
@@ -592,10 +685,11 @@ type conn struct {
 	cw    countingWriter
 	stats *Stats
 	stop  func() bool
+	start time.Time
 }
 
 func newConn(ctx context.Context, str network.Stream, stats *Stats) *conn {
-	c := &conn{str: str, stats: stats}
+	c := &conn{str: str, stats: stats, start: time.Now()}
 	c.cr = countingReader{r: str, n: &stats.BytesReceived}
 	c.cw = countingWriter{w: str, n: &stats.BytesSent}
 	c.r = bufio.NewReaderSize(&c.cr, 64<<10)

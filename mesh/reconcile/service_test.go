@@ -253,3 +253,53 @@ func TestPrevInAnotherSpace(t *testing.T) {
 		t.Error("an honest peer was refused")
 	}
 }
+
+// TestRangeBudget: when the ranges to answer do not fit one exchange, the
+// rest is answered next turn, and the sides still converge (a large,
+// scattered difference stays under the frame limit).
+func TestRangeBudget(t *testing.T) {
+	t.Parallel()
+	au := newAuthor(t)
+	small := func(c *config) error { c.rangeBudget = 2 << 10; return nil }
+	a, b := newNode(t, small), newNode(t, small)
+	all := au.chain(t, 4000, 0)
+	var onA, onB []*protocol.Message
+	for i, m := range all {
+		switch i % 50 {
+		case 7:
+			onA = append(onA, m)
+		case 31:
+			onB = append(onB, m)
+		default:
+			onA, onB = append(onA, m), append(onB, m)
+		}
+	}
+	stats := syncSets(t, a, b, onA, onB)
+	if got := a.st.ids(testSpace); len(got) != 4000 || !slices.Equal(got, b.st.ids(testSpace)) {
+		t.Fatalf("a has %d, b has %d messages, want 4000 each", len(got), len(b.st.ids(testSpace)))
+	}
+	if stats.Deferred == 0 {
+		t.Errorf("no range was deferred with a 2 KiB budget: %+v", stats)
+	}
+	t.Logf("%+v", stats)
+}
+
+// TestWindowStillInSync: with a sync window, two members whose clocks
+// differ a little still settle equal sets in the hello (floors taken from
+// clocks are rounded to the minute).
+func TestWindowStillInSync(t *testing.T) {
+	t.Parallel()
+	au := newAuthor(t)
+	// Keep both clocks away from a minute boundary so the 20 ms skew
+	// cannot straddle one.
+	base := time.Now().Truncate(time.Minute).Add(30 * time.Second)
+	clockA := func() time.Time { return base }
+	clockB := func() time.Time { return base.Add(20 * time.Millisecond) }
+	a := newNode(t, WithWindow(2*time.Hour), WithClock(clockA))
+	b := newNode(t, WithWindow(2*time.Hour), WithClock(clockB))
+	msgs := au.chain(t, 100, 0)
+	stats := syncSets(t, a, b, msgs, msgs)
+	if stats.InSync != 1 {
+		t.Fatalf("equal sets under a window: %+v, want in sync at hello", stats)
+	}
+}

@@ -25,8 +25,14 @@ const (
 	frameMessageBytes = 4 << 20
 	// frameWants bounds the IDs asked for in one exchange.
 	frameWants = 8192
-	// maxOutstanding bounds the IDs asked for and not yet received.
-	maxOutstanding = 1 << 20
+	// maxOutstanding bounds the IDs asked for and not yet received (a
+	// later session asks for the rest).
+	maxOutstanding = 1 << 16
+	// frameRangeBytes is the budget of range bytes in one exchange; the
+	// ranges beyond it are answered next turn (see process).
+	frameRangeBytes = 1 << 20
+	// pushBatch is how many keys of a range being pushed are read at once.
+	pushBatch = 256
 	// deliverWorkers is how many messages are handed to the Sink at once,
 	// so that durable stores can share fsyncs.
 	deliverWorkers = 16
@@ -49,6 +55,7 @@ type session struct {
 	toWant  []protocol.ID            // not yet asked for
 	toSend  []protocol.ID            // the peer lacks these; pushed over the next exchanges
 	queued  map[protocol.ID]struct{} // in toSend or already sent, so nothing is sent twice
+	pushes  []push                   // ranges the peer lacks, read lazily into toSend
 	missing []protocol.ID            // the peer asked for these and we have none
 
 	stats Stats
@@ -101,16 +108,53 @@ func (s *session) send(id protocol.ID) {
 	s.toSend = append(s.toSend, id)
 }
 
-// sendRange queues every message we hold in [lo, hi).
-func (s *session) sendRange(lo, hi protocol.SyncKey, n int) error {
-	keys, err := s.st.Keys(s.space, lo, hi, max(n, 1))
-	if err != nil {
-		return fmt.Errorf("keys: %w", err)
-	}
-	for _, k := range keys {
-		s.send(k.ID)
+// push is a range whose messages the peer lacks, except those it listed.
+// It is read a batch at a time as exchanges have room, so a peer that lacks
+// a huge range costs memory for a batch, not for the range.
+type push struct {
+	lo, hi protocol.SyncKey
+	except map[protocol.ID]struct{} // the peer has these
+}
+
+// sendRange queues the messages we hold in [lo, hi) but for except.
+func (s *session) sendRange(lo, hi protocol.SyncKey, except map[protocol.ID]struct{}) {
+	s.pushes = append(s.pushes, push{lo: lo, hi: hi, except: except})
+}
+
+// refill moves the next batch of the first pushed range into toSend.
+func (s *session) refill() error {
+	for len(s.toSend) == 0 && len(s.pushes) > 0 {
+		p := &s.pushes[0]
+		keys, err := s.st.Keys(s.space, p.lo, p.hi, pushBatch)
+		if err != nil {
+			return fmt.Errorf("keys: %w", err)
+		}
+		if len(keys) < pushBatch {
+			s.pushes = s.pushes[1:]
+		} else {
+			p.lo = after(keys[len(keys)-1])
+		}
+		for _, k := range keys {
+			_, has := p.except[k.ID]
+			_, sent := s.queued[k.ID] // asked for by the peer already
+			if !has && !sent {
+				s.toSend = append(s.toSend, k.ID) // not added to queued: each key comes once
+			}
+		}
 	}
 	return nil
+}
+
+// after returns the smallest key above k.
+func after(k protocol.SyncKey) protocol.SyncKey {
+	for i := len(k.ID) - 1; i >= 0; i-- {
+		k.ID[i]++
+		if k.ID[i] != 0 {
+			return k
+		}
+	}
+	k.Time++ // the ID wrapped to zero
+	return k
 }
 
 // wantHeads asks for the peer's heads we lack.
@@ -131,8 +175,7 @@ func (s *session) opening() (*exchange, error) {
 		return nil, err
 	}
 	x := &exchange{ranges: []rng{{upper: protocol.MaxSyncKey, mode: modeFingerprint, count: n, fp: fp}}}
-	s.fill(x)
-	return x, nil
+	return x, s.fill(x)
 }
 
 // process handles the peer's exchange in and returns ours.
@@ -157,14 +200,37 @@ func (s *session) process(ctx context.Context, in *exchange) (*exchange, error) 
 	}
 	out := &exchange{}
 	lower := s.floor
-	for _, r := range in.ranges {
+	for i, r := range in.ranges {
+		if out.rangeBytes() > s.cfg.rangeBudget {
+			// Out of room: what is left of the peer's ranges is answered
+			// with our fingerprint of it, which the peer splits again.
+			last := in.ranges[len(in.ranges)-1].upper
+			n, fp, err := s.summary(lower, last)
+			if err != nil {
+				return nil, err
+			}
+			out.addRange(rng{upper: last, mode: modeFingerprint, count: n, fp: fp})
+			s.stats.Deferred += len(in.ranges) - i
+			break
+		}
 		if err := s.reconcile(out, lower, r); err != nil {
 			return nil, err
 		}
 		lower = r.upper
 	}
-	s.fill(out)
+	if err := s.fill(out); err != nil {
+		return nil, err
+	}
 	return out, nil
+}
+
+// rangeBytes bounds the encoded size of x's ranges.
+func (x *exchange) rangeBytes() int {
+	n := 0
+	for _, r := range x.ranges {
+		n += maxRangeHeader + len(r.ids)*protocol.IDSize
+	}
+	return n
 }
 
 // reconcile answers the peer's range [lo, r.upper), appending our ranges
@@ -186,21 +252,7 @@ func (s *session) reconcile(out *exchange, lo protocol.SyncKey, r rng) error {
 				return err
 			}
 		}
-		n, _, err := s.summary(lo, hi)
-		if err != nil {
-			return err
-		}
-		if n > 0 {
-			keys, err := s.st.Keys(s.space, lo, hi, n)
-			if err != nil {
-				return fmt.Errorf("keys: %w", err)
-			}
-			for _, k := range keys {
-				if _, ok := theirs[k.ID]; !ok {
-					s.send(k.ID)
-				}
-			}
-		}
+		s.sendRange(lo, hi, theirs)
 		skip()
 		return nil
 	}
@@ -215,7 +267,7 @@ func (s *session) reconcile(out *exchange, lo protocol.SyncKey, r rng) error {
 	case r.count == 0:
 		// They have nothing here: push all of ours.
 		skip()
-		return s.sendRange(lo, hi, n)
+		s.sendRange(lo, hi, nil)
 	case n <= idListMax:
 		keys, err := s.st.Keys(s.space, lo, hi, max(n, 1))
 		if err != nil {
@@ -269,15 +321,22 @@ func (x *exchange) addRange(r rng) {
 
 // fill adds to x the IDs to ask for, the missing ones, and as many queued
 // messages as the budget allows; ranges that are all skips are dropped.
-func (s *session) fill(x *exchange) {
+func (s *session) fill(x *exchange) error {
 	if len(x.ranges) == 1 && x.ranges[0].mode == modeSkip {
 		x.ranges = nil
 	}
 	n := min(len(s.toWant), frameWants)
 	x.wants, s.toWant = s.toWant[:n:n], s.toWant[n:]
-	x.missing, s.missing = s.missing, nil
+	n = min(len(s.missing), frameWants)
+	x.missing, s.missing = s.missing[:n:n], s.missing[n:]
 	budget := frameMessageBytes
-	for len(s.toSend) > 0 && (budget > 0 || len(x.msgs) == 0) {
+	for budget > 0 || len(x.msgs) == 0 {
+		if err := s.refill(); err != nil {
+			return err
+		}
+		if len(s.toSend) == 0 {
+			break
+		}
 		id := s.toSend[0]
 		s.toSend = s.toSend[1:]
 		wire, ok, err := s.st.Wire(s.space, id)
@@ -288,6 +347,7 @@ func (s *session) fill(x *exchange) {
 		budget -= len(wire)
 		s.stats.Sent++
 	}
+	return nil
 }
 
 // receive validates the peer's messages exactly as gossip is validated and

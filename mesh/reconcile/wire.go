@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -47,6 +48,18 @@ const (
 	maxFrame = frameMessageBytes + protocol.MaxWireSize + 4<<20
 	// maxHeads bounds the heads in a hello.
 	maxHeads = 16
+	// maxRangeHeader bounds the encoded size of a range without its IDs.
+	maxRangeHeader = 2*binary.MaxVarintLen64 + protocol.IDSize + 1 + protocol.FingerprintSize + binary.MaxVarintLen32
+	// maxRanges, maxIDs and maxMessages bound what one exchange may hold,
+	// well above what an honest peer sends (frameRangeBytes, frameWants,
+	// frameMessageBytes), so that decoding costs memory in proportion to
+	// the frame's bytes.
+	maxRanges   = 2 * frameRangeBytes / (maxRangeHeader - protocol.IDSize)
+	maxIDs      = 4 * frameWants
+	maxMessages = maxFrame / minMessageWire
+	// minMessageWire is below the size of any valid wire message (its
+	// signature alone is 64 bytes).
+	minMessageWire = 64
 )
 
 var errMalformed = errors.New("malformed sync frame")
@@ -175,7 +188,7 @@ func (x *exchange) encode(floor protocol.SyncKey) []byte {
 func decodeExchange(b []byte, floor protocol.SyncKey) (*exchange, error) {
 	d := decoder{b: b}
 	x := &exchange{}
-	n := d.count(len(b))
+	n := d.count(maxRanges)
 	lower := floor
 	for range n {
 		r := rng{upper: d.bound(lower.Time), mode: d.byte()}
@@ -203,11 +216,14 @@ func decodeExchange(b []byte, floor protocol.SyncKey) (*exchange, error) {
 	if n > 0 && lower != protocol.MaxSyncKey {
 		return nil, malformed("ranges end before the last key")
 	}
-	x.wants = d.ids(len(b))
-	x.missing = d.ids(len(b))
-	nm := d.count(len(b))
+	x.wants = d.ids(maxIDs)
+	x.missing = d.ids(maxIDs)
+	nm := d.count(min(maxMessages, len(b)/minMessageWire))
 	for range nm {
 		l := d.count(protocol.MaxWireSize)
+		if l < minMessageWire && d.err == nil {
+			d.fail("message length")
+		}
 		if m := d.bytes(l); d.err == nil {
 			x.msgs = append(x.msgs, m)
 		}
@@ -374,7 +390,8 @@ func writeFrame(w *bufio.Writer, b []byte) error {
 	return err
 }
 
-// readFrame reads one frame of at most limit bytes.
+// readFrame reads one frame of at most limit bytes. The buffer grows as
+// bytes arrive, so a length alone reserves nothing.
 func readFrame(r *bufio.Reader, limit int) ([]byte, error) {
 	n, err := binary.ReadUvarint(r)
 	if err != nil {
@@ -386,9 +403,12 @@ func readFrame(r *bufio.Reader, limit int) ([]byte, error) {
 	if n > uint64(limit) {
 		return nil, malformed("frame of %d bytes exceeds %d", n, limit)
 	}
-	b := make([]byte, n)
-	if _, err := io.ReadFull(r, b); err != nil {
+	var buf bytes.Buffer
+	if _, err := io.CopyN(&buf, r, int64(n)); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, io.ErrUnexpectedEOF
+		}
 		return nil, err
 	}
-	return b, nil
+	return buf.Bytes(), nil
 }

@@ -46,7 +46,7 @@ func TestWireRoundTrip(t *testing.T) {
 			},
 			wants:   ids[:3],
 			missing: ids[3:],
-			msgs:    [][]byte{[]byte("one"), bytes.Repeat([]byte("x"), 300)},
+			msgs:    [][]byte{bytes.Repeat([]byte("m"), minMessageWire), bytes.Repeat([]byte("x"), 300)},
 		}
 		if !x.ranges[0].upper.Less(x.ranges[1].upper) {
 			x.ranges[0].upper.ID, x.ranges[1].upper.ID = x.ranges[1].upper.ID, x.ranges[0].upper.ID
@@ -76,6 +76,8 @@ func TestWireRejects(t *testing.T) {
 		"huge id count":       {0, 0xff, 0xff, 0xff, 0xff, 0x0f},
 		"huge message":        {0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff, 0x0f},
 		"non-canonical bound": {1, 5, 2, 7, 0, 0},
+		"tiny message":        {0, 0, 0, 1, 3, 'a', 'b', 'c'},
+		"too many ranges":     append([]byte{0xff, 0xff, 0xff, 0x7f}, make([]byte, 64)...),
 	}
 	for name, b := range cases {
 		if _, err := decodeExchange(b, zero); err == nil {
@@ -102,7 +104,7 @@ func TestWireRejects(t *testing.T) {
 func FuzzDecode(f *testing.F) {
 	ids := testIDs(3, 3)
 	zero := protocol.SyncKey{}
-	f.Add((&exchange{ranges: []rng{{upper: protocol.MaxSyncKey, mode: modeIDList, ids: ids}}, wants: ids, msgs: [][]byte{[]byte("m")}}).encode(zero))
+	f.Add((&exchange{ranges: []rng{{upper: protocol.MaxSyncKey, mode: modeIDList, ids: ids}}, wants: ids, msgs: [][]byte{bytes.Repeat([]byte("m"), minMessageWire)}}).encode(zero))
 	f.Add((&hello{space: ids[0], heads: ids}).encode())
 	f.Add((&reply{status: statusReconcile, heads: ids}).encode())
 	f.Fuzz(func(t *testing.T, b []byte) {
