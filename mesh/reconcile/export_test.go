@@ -16,22 +16,16 @@ import (
 func ServeEvil(h host.Host, frame func(floor protocol.SyncKey) []byte) {
 	h.SetStreamHandler(Protocol, func(s network.Stream) {
 		defer s.Close()
-		r, w := bufio.NewReader(s), bufio.NewWriter(s)
-		b, err := readFrame(r, maxFrame)
-		if err != nil {
+		r, w, floor, ok := acceptHello(s)
+		if !ok {
 			return
 		}
-		hl, err := decodeHello(b)
-		if err != nil {
-			return
-		}
-		_ = writeFrame(w, (&reply{status: statusReconcile, floor: hl.floor}).encode())
-		_ = writeFrame(w, frame(hl.floor))
+		_ = writeFrame(w, frame(floor))
 		_ = w.Flush()
 		// End as an honest peer would: the initiator's answer, then an
 		// empty exchange. (An initiator that refused us has hung up.)
 		if _, err := readFrame(r, maxFrame); err == nil {
-			_ = writeFrame(w, (&exchange{}).encode(hl.floor))
+			_ = writeFrame(w, (&exchange{}).encode(floor))
 			_ = w.Flush()
 		}
 	})
@@ -39,3 +33,18 @@ func ServeEvil(h host.Host, frame func(floor protocol.SyncKey) []byte) {
 
 // MessagesFrame returns a frame builder for an exchange carrying wires.
 func MessagesFrame(wires ...[]byte) func(protocol.SyncKey) []byte { return msgsFrame(wires...) }
+
+// acceptHello reads a session's hello from s and answers statusReconcile
+// (buffered: the caller flushes w), as a test peer that plays along.
+func acceptHello(s network.Stream) (r *bufio.Reader, w *bufio.Writer, floor protocol.SyncKey, ok bool) {
+	r, w = bufio.NewReader(s), bufio.NewWriter(s)
+	b, err := readFrame(r, maxFrame)
+	if err != nil {
+		return r, w, floor, false
+	}
+	h, err := decodeHello(b)
+	if err != nil {
+		return r, w, floor, false
+	}
+	return r, w, h.floor, writeFrame(w, (&reply{status: statusReconcile, floor: h.floor}).encode()) == nil
+}

@@ -116,19 +116,13 @@ func TestSlowPeerCutOff(t *testing.T) {
 	slow := newHost(t)
 	slow.SetStreamHandler(Protocol, func(s network.Stream) {
 		defer s.Close()
-		r, w := bufio.NewReader(s), bufio.NewWriter(s)
-		b, err := readFrame(r, maxFrame)
-		if err != nil {
+		r, w, floor, ok := acceptHello(s)
+		if !ok {
 			return
 		}
-		hl, err := decodeHello(b)
-		if err != nil {
-			return
-		}
-		_ = writeFrame(w, (&reply{status: statusReconcile, floor: hl.floor}).encode())
 		for {
 			// One want per turn, slowly: never empty, never much.
-			_ = writeFrame(w, (&exchange{wants: []protocol.ID{{1}}}).encode(hl.floor))
+			_ = writeFrame(w, (&exchange{wants: []protocol.ID{{1}}}).encode(floor))
 			if w.Flush() != nil {
 				return
 			}
