@@ -93,7 +93,7 @@ func TestRetention(t *testing.T) {
 	if st.Received != 0 {
 		t.Errorf("a sync after trimming fetched %d messages again", st.Received)
 	}
-	if countOf(t, a, space) != 12 {
+	if count(t, a, space) != 12 {
 		t.Errorf("a lost messages to b's retention")
 	}
 
@@ -120,7 +120,6 @@ func TestRetention(t *testing.T) {
 	}
 }
 
-func countOf(t testing.TB, n *Node, space protocol.ID) int { return count(t, n, space) }
 
 func containsAll(want, got []string) bool {
 	set := make(map[string]bool, len(got))

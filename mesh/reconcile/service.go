@@ -473,7 +473,7 @@ func (s *Service) Sync(ctx context.Context, p peer.ID, space protocol.ID) (stats
 		return stats, err
 	}
 	err = s.converse(ctx, c, sess, false)
-	sess.stats.addTo(&stats)
+	stats.add(sess.stats)
 	if err != nil {
 		return stats, fmt.Errorf("sync %s with %s: %w", space, p, err)
 	}
@@ -579,7 +579,7 @@ func (s *Service) answer(ctx context.Context, str network.Stream, stats *Stats) 
 		return h.space, err
 	}
 	err = s.converse(ctx, c, sess, x.empty())
-	sess.stats.addTo(stats)
+	stats.add(sess.stats)
 	return h.space, err
 }
 
@@ -667,13 +667,6 @@ func (s *Service) refuse(str network.Stream, status byte) {
 		return
 	}
 	_ = str.Reset()
-}
-
-func (st *Stats) addTo(dst *Stats) {
-	dst.Sent += st.Sent
-	dst.Received += st.Received
-	dst.Dropped += st.Dropped
-	dst.Deferred += st.Deferred
 }
 
 // conn frames a session's stream, counts its bytes and bounds each turn.

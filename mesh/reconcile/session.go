@@ -201,7 +201,7 @@ func (s *session) process(ctx context.Context, in *exchange) (*exchange, error) 
 	out := &exchange{}
 	lower := s.floor
 	for i, r := range in.ranges {
-		if out.rangeBytes() > s.cfg.rangeBudget {
+		if out.rangeBytes > s.cfg.rangeBudget {
 			// Out of room: what is left of the peer's ranges is answered
 			// with our fingerprint of it, which the peer splits again.
 			last := in.ranges[len(in.ranges)-1].upper
@@ -222,15 +222,6 @@ func (s *session) process(ctx context.Context, in *exchange) (*exchange, error) 
 		return nil, err
 	}
 	return out, nil
-}
-
-// rangeBytes bounds the encoded size of x's ranges.
-func (x *exchange) rangeBytes() int {
-	n := 0
-	for _, r := range x.ranges {
-		n += maxRangeHeader + len(r.ids)*protocol.IDSize
-	}
-	return n
 }
 
 // reconcile answers the peer's range [lo, r.upper), appending our ranges
@@ -317,6 +308,7 @@ func (x *exchange) addRange(r rng) {
 		return
 	}
 	x.ranges = append(x.ranges, r)
+	x.rangeBytes += maxRangeHeader + len(r.ids)*protocol.IDSize
 }
 
 // fill adds to x the IDs to ask for, the missing ones, and as many queued

@@ -100,6 +100,8 @@ type exchange struct {
 	wants   []protocol.ID // messages the sender asks for
 	missing []protocol.ID // wanted messages the sender does not have
 	msgs    [][]byte      // wire messages, wanted or found missing on the receiver
+
+	rangeBytes int // bound on the encoded size of ranges added by addRange (not sent)
 }
 
 // empty reports whether x says nothing: no messages, IDs, or ranges other
