@@ -11,12 +11,14 @@ import (
 	dht "github.com/libp2p/go-libp2p-kad-dht"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/discovery"
 	"github.com/libp2p/go-libp2p/core/event"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/discovery/mdns"
 	drouting "github.com/libp2p/go-libp2p/p2p/discovery/routing"
+	"github.com/libp2p/go-libp2p/p2p/net/swarm"
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/weftmesh/weft/mesh/reconcile"
@@ -305,4 +307,33 @@ func (m *Mesh) identifiedLoop(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// Discovery returns the DHT-backed rendezvous discovery, for protocols that
+// advertise and find providers of something (capabilities).
+func (m *Mesh) Discovery() discovery.Discovery { return m.disc }
+
+// Dial makes sure this node is connected to peer p: it uses the addresses
+// it knows, else asks the DHT for them. It returns at once when already
+// connected.
+func (m *Mesh) Dial(ctx context.Context, p peer.ID) error {
+	if p == m.h.ID() {
+		return errors.New("dial: that is this node")
+	}
+	if m.h.Network().Connectedness(p) == network.Connected {
+		return nil
+	}
+	ai := peer.AddrInfo{ID: p, Addrs: m.h.Peerstore().Addrs(p)}
+	if len(ai.Addrs) == 0 {
+		found, err := m.dht.FindPeer(ctx, p)
+		if err != nil {
+			return fmt.Errorf("find %s: %w", p, err)
+		}
+		ai = found
+	}
+	// A peer that was down a moment ago may be back: skip the dial backoff.
+	if sw, ok := m.h.Network().(interface{ Backoff() *swarm.DialBackoff }); ok {
+		sw.Backoff().Clear(p)
+	}
+	return m.h.Connect(ctx, ai)
 }
