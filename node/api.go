@@ -37,6 +37,16 @@ func (n *Node) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/spaces/{space}/events", n.handleEvents)
 	mux.HandleFunc("GET /v1/messages/{id}", n.handleMessage)
 	mux.HandleFunc("GET /v1/messages/{id}/thread", n.handleThread)
+	mux.HandleFunc("POST /v1/dm", n.handleDM)
+	mux.HandleFunc("GET /v1/inbox", n.handleInbox)
+	mux.HandleFunc("GET /v1/inbox/events", n.handleInboxEvents)
+	mux.HandleFunc("GET /v1/outbox", n.handleOutbox)
+	mux.HandleFunc("GET /v1/deadletters", n.handleDeadLetters)
+	mux.HandleFunc("DELETE /v1/deadletters/{id}", n.handleDeleteDeadLetter)
+	mux.HandleFunc("POST /v1/handlers", n.handleRegister)
+	mux.HandleFunc("POST /v1/calls/{id}/reply", n.handleReply)
+	mux.HandleFunc("POST /v1/calls/{id}/frames", n.handleFrames)
+	mux.HandleFunc("POST /v1/invoke", n.handleInvoke)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if knownPath(mux, r) {
 			writeError(w, http.StatusMethodNotAllowed, api.CodeMethod, r.Method+" is not supported on "+r.URL.Path)

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/weftmesh/weft/protocol"
 	"github.com/weftmesh/weft/protocol/api"
 	"github.com/weftmesh/weft/store"
 )
@@ -24,10 +25,13 @@ const (
 // the store, never from a buffer: a slow reader falls behind but loses
 // nothing, and a reconnect with Last-Event-ID resumes exactly.
 func (n *Node) handleEvents(w http.ResponseWriter, r *http.Request) {
-	sp, ok := n.space(w, r)
-	if !ok {
-		return
+	if sp, ok := n.space(w, r); ok {
+		n.streamEvents(w, r, sp.ID, sp.Name)
 	}
+}
+
+// streamEvents streams a space (or the inbox) named label.
+func (n *Node) streamEvents(w http.ResponseWriter, r *http.Request, space protocol.ID, label string) {
 	from := r.URL.Query().Get("after")
 	if id := r.Header.Get("Last-Event-ID"); id != "" {
 		from = id
@@ -50,15 +54,15 @@ func (n *Node) handleEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		return rc.Flush() == nil
 	}
-	if !write(": stream of " + sp.Name + "\n\n") {
+	if !write(": stream of " + label + "\n\n") {
 		return
 	}
 	tick := time.NewTicker(keepAlive)
 	defer tick.Stop()
 	ctx := r.Context()
 	for {
-		changed := n.store.Changed(sp.ID)
-		entries, next, err := n.store.Read(sp.ID, after, eventBatch)
+		changed := n.store.Changed(space)
+		entries, next, err := n.store.Read(space, after, eventBatch)
 		if err != nil {
 			write("event: error\ndata: " + strconv.Quote(err.Error()) + "\n\n")
 			return

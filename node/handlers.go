@@ -204,25 +204,24 @@ func (n *Node) handleSend(w http.ResponseWriter, r *http.Request) {
 }
 
 func (n *Node) handleRead(w http.ResponseWriter, r *http.Request) {
-	sp, ok := n.space(w, r)
-	if !ok {
-		return
+	if sp, ok := n.space(w, r); ok {
+		n.readPage(w, r, sp.ID)
 	}
+}
+
+// readPage answers a page of a space (or of the inbox) after ?after=.
+func (n *Node) readPage(w http.ResponseWriter, r *http.Request, space protocol.ID) {
 	q := r.URL.Query()
 	after, err := store.ParseCursor(q.Get("after"))
 	if err != nil {
 		writeError(w, http.StatusBadRequest, api.CodeBadCursor, "bad cursor "+strconv.Quote(q.Get("after")))
 		return
 	}
-	limit := defaultPageSize
-	if s := q.Get("limit"); s != "" {
-		limit, err = strconv.Atoi(s)
-		if err != nil || limit < 1 || limit > maxPageSize {
-			writeError(w, http.StatusBadRequest, api.CodeBadRequest, "limit must be 1.."+strconv.Itoa(maxPageSize))
-			return
-		}
+	limit, ok := pageLimit(w, r)
+	if !ok {
+		return
 	}
-	entries, next, err := n.store.Read(sp.ID, after, limit)
+	entries, next, err := n.store.Read(space, after, limit)
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, err.Error())
 		return

@@ -120,7 +120,6 @@ func TestRetention(t *testing.T) {
 	}
 }
 
-
 func containsAll(want, got []string) bool {
 	set := make(map[string]bool, len(got))
 	for _, g := range got {

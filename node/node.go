@@ -20,6 +20,8 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/weftmesh/weft/mesh"
+	"github.com/weftmesh/weft/mesh/call"
+	"github.com/weftmesh/weft/mesh/direct"
 	"github.com/weftmesh/weft/protocol"
 	"github.com/weftmesh/weft/store"
 )
@@ -33,6 +35,12 @@ type Node struct {
 	mesh  *mesh.Mesh
 	api   *http.Server
 	ln    net.Listener
+
+	direct   *direct.Service
+	calls    *call.Service
+	handlers *handlers
+	outbox   *outbox
+	started  time.Time
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -66,7 +74,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	n := &Node{cfg: cfg, log: log, key: key, store: st}
+	n := &Node{cfg: cfg, log: log, key: key, store: st, handlers: newHandlers(), started: time.Now()}
 	defer func() {
 		if err != nil {
 			n.Close()
@@ -88,6 +96,19 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	n.mesh.OnPeerConnected(n.rememberPeer)
+	h := n.mesh.Host()
+	n.direct, err = direct.New(h, n,
+		direct.WithLimits(cfg.Limits),
+		direct.WithLogger(log.With("part", "direct")))
+	if err != nil {
+		return nil, err
+	}
+	n.calls, err = call.New(h, n.handlers, call.WithLimits(cfg.Limits))
+	if err != nil {
+		return nil, err
+	}
+	n.outbox = newOutbox(n)
+	n.mesh.OnPeerConnected(n.outbox.peerConnected)
 	spaces, err := st.Spaces()
 	if err != nil {
 		return nil, err
@@ -104,6 +125,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		defer n.wg.Done()
 		n.reconnectKnownPeers(bg)
 	}()
+	n.wg.Go(func() { n.outbox.run(bg) })
 	n.api = &http.Server{
 		Handler:           n.Handler(),
 		BaseContext:       func(net.Listener) context.Context { return bg }, // Close ends streams
@@ -153,6 +175,12 @@ func (n *Node) Close() error {
 			n.ln.Close()
 		}
 		n.wg.Wait()
+		if n.calls != nil {
+			errs = append(errs, n.calls.Close())
+		}
+		if n.direct != nil {
+			errs = append(errs, n.direct.Close())
+		}
 		if n.mesh != nil {
 			errs = append(errs, n.mesh.Close())
 		}

@@ -58,6 +58,11 @@ func commands() []command {
 		{"read", "NAME [--after CURSOR] [--limit N] [--follow] [--json]", "read a space (replay, then follow with --follow)", runRead},
 		{"show", "ID [--json]", "show one message", runShow},
 		{"thread", "ID [--down] [--depth N] [--json]", "a message and what it replies to (or, with --down, its replies), nearest first", runThread},
+		{"dm", "PEER (--text TEXT | --json OBJECT) [--kind K] [--reply-to ID] [--ttl D] [--meta K=V]...", "send a direct message (queued and retried until delivered or its TTL ends)", runDM},
+		{"inbox", "[--after CURSOR] [--limit N] [--follow] [--json]", "direct messages received (replay, then follow with --follow)", runInbox},
+		{"outbox", "[--dead] [--json]", "direct messages waiting for delivery, or (--dead) that could not be delivered", runOutbox},
+		{"invoke", "PEER NAME [--json INPUT] [--stream] [--timeout D] [--meta K=V]...", "call a peer's handler and print its result (or its deltas)", runInvoke},
+		{"handle", "NAME... --exec CMD [--concurrency N] [--description D]", "serve calls to NAME by running CMD (input on stdin, result on stdout)", runHandle},
 		{"version", "", "print the version", runVersion},
 	}
 }
@@ -123,6 +128,22 @@ func (e *env) flags(name string) *flag.FlagSet {
 // parse parses flags anywhere among the arguments and returns the
 // positional ones; want is how many positionals the command takes.
 func parse(fs *flag.FlagSet, args []string, want int) ([]string, error) {
+	pos, err := parseAny(fs, args)
+	if err != nil {
+		return nil, err
+	}
+	if len(pos) != want {
+		if want == 0 {
+			return nil, usageError{fmt.Sprintf("unexpected argument %q", pos[0])}
+		}
+		return nil, usageError{fmt.Sprintf("want %d argument(s), got %d", want, len(pos))}
+	}
+	return pos, nil
+}
+
+// parseAny parses flags anywhere among the arguments and returns the
+// positional ones, however many.
+func parseAny(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
@@ -137,12 +158,6 @@ func parse(fs *flag.FlagSet, args []string, want int) ([]string, error) {
 		}
 		pos = append(pos, args[0])
 		args = args[1:]
-	}
-	if len(pos) != want {
-		if want == 0 {
-			return nil, usageError{fmt.Sprintf("unexpected argument %q", pos[0])}
-		}
-		return nil, usageError{fmt.Sprintf("want %d argument(s), got %d", want, len(pos))}
 	}
 	return pos, nil
 }

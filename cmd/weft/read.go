@@ -24,21 +24,31 @@ func runRead(ctx context.Context, e *env, args []string) error {
 	if *limit < 0 {
 		return usageError{"--limit must not be negative"}
 	}
+	c := e.client()
+	space := pos[0]
+	return readOrFollow(ctx, e, *after, *limit, *follow, *asJSON,
+		func(cursor string, n int) (api.Page, error) { return c.Read(ctx, space, cursor, n) },
+		func(cursor string, fn func(api.Message) error) error { return c.Follow(ctx, space, cursor, fn) })
+}
+
+// readOrFollow prints pages from read, or replays and follows with follow.
+func readOrFollow(ctx context.Context, e *env, after string, limit int, follow, asJSON bool,
+	read func(cursor string, n int) (api.Page, error),
+	followFn func(cursor string, fn func(api.Message) error) error) error {
 	print := func(m api.Message) error {
-		if *asJSON {
+		if asJSON {
 			return printJSON(e.stdout, m)
 		}
 		return printMessage(e.stdout, m)
 	}
-	c := e.client()
-	if *follow {
+	if follow {
 		n := 0
-		err := c.Follow(ctx, pos[0], *after, func(m api.Message) error {
+		err := followFn(after, func(m api.Message) error {
 			if err := print(m); err != nil {
 				return err
 			}
 			n++
-			if *limit > 0 && n >= *limit {
+			if limit > 0 && n >= limit {
 				return errDone
 			}
 			return nil
@@ -48,13 +58,13 @@ func runRead(ctx context.Context, e *env, args []string) error {
 		}
 		return err
 	}
-	cursor, n := *after, 0
+	cursor, n := after, 0
 	for {
 		want := 1000
-		if *limit > 0 {
-			want = min(want, *limit-n)
+		if limit > 0 {
+			want = min(want, limit-n)
 		}
-		page, err := c.Read(ctx, pos[0], cursor, want)
+		page, err := read(cursor, want)
 		if err != nil {
 			return err
 		}
@@ -65,7 +75,7 @@ func runRead(ctx context.Context, e *env, args []string) error {
 		}
 		n += len(page.Messages)
 		cursor = page.Next
-		if len(page.Messages) < want || (*limit > 0 && n >= *limit) {
+		if len(page.Messages) < want || (limit > 0 && n >= limit) {
 			return nil
 		}
 	}

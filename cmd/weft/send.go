@@ -25,29 +25,14 @@ func runSend(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	req := api.SendRequest{Type: *typ, TTL: *ttl}
-	switch {
-	case (*text == "") == (*obj == ""):
-		return usageError{"give exactly one of --text and --json"}
-	case *text != "":
-		req.Content, _ = json.Marshal(map[string]string{"text": *text})
-	default:
-		if !json.Valid([]byte(*obj)) {
-			return usageError{"--json is not valid JSON"}
-		}
-		req.Content = json.RawMessage(*obj)
+	if req.Content, err = contentFlag(*text, *obj); err != nil {
+		return err
 	}
 	if len(refs) > 0 || len(to) > 0 {
 		req.Refs = &api.Refs{Messages: refs, Nodes: to}
 	}
-	for _, kv := range meta {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			return usageError{fmt.Sprintf("--meta %q: want KEY=VALUE", kv)}
-		}
-		if req.Meta == nil {
-			req.Meta = map[string]string{}
-		}
-		req.Meta[k] = v
+	if req.Meta, err = metaFlag(meta); err != nil {
+		return err
 	}
 	m, err := e.client().Send(ctx, pos[0], req)
 	if err != nil {
@@ -58,4 +43,34 @@ func runSend(ctx context.Context, e *env, args []string) error {
 	}
 	fmt.Fprintln(e.stdout, m.ID)
 	return nil
+}
+
+// contentFlag turns --text or --json into a content object.
+func contentFlag(text, obj string) (json.RawMessage, error) {
+	switch {
+	case (text == "") == (obj == ""):
+		return nil, usageError{"give exactly one of --text and --json"}
+	case text != "":
+		b, _ := json.Marshal(map[string]string{"text": text})
+		return b, nil
+	case !json.Valid([]byte(obj)):
+		return nil, usageError{"--json is not valid JSON"}
+	}
+	return json.RawMessage(obj), nil
+}
+
+// metaFlag turns repeated --meta KEY=VALUE into a map (nil when none).
+func metaFlag(kvs []string) (map[string]string, error) {
+	var meta map[string]string
+	for _, kv := range kvs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, usageError{fmt.Sprintf("--meta %q: want KEY=VALUE", kv)}
+		}
+		if meta == nil {
+			meta = map[string]string{}
+		}
+		meta[k] = v
+	}
+	return meta, nil
 }

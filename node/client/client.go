@@ -116,16 +116,24 @@ func (c *Client) send(ctx context.Context, method, path string, in any, hdr http
 			return nil, fmt.Errorf("encode request: %w", err)
 		}
 		body = bytes.NewReader(b)
+		hdr = hdr.Clone()
+		if hdr == nil {
+			hdr = make(http.Header)
+		}
+		hdr.Set("Content-Type", "application/json")
 	}
+	return c.sendBody(ctx, method, path, body, hdr)
+}
+
+// sendBody performs a request with a raw body (which may stream); a
+// non-2xx answer becomes an *Error.
+func (c *Client) sendBody(ctx context.Context, method, path string, body io.Reader, hdr http.Header) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, method, "http://weft"+path, body)
 	if err != nil {
 		return nil, err
 	}
 	for k, v := range hdr {
 		req.Header[k] = v
-	}
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := c.http().Do(req)
 	if err != nil {
@@ -221,19 +229,8 @@ func (c *Client) SendText(ctx context.Context, space, text string) (api.Message,
 // Read returns up to limit messages after cursor ("" = from the start) in
 // the daemon's order for the space. limit ≤ 0 uses the daemon's default.
 func (c *Client) Read(ctx context.Context, space, after string, limit int) (api.Page, error) {
-	q := url.Values{}
-	if after != "" {
-		q.Set("after", after)
-	}
-	if limit > 0 {
-		q.Set("limit", strconv.Itoa(limit))
-	}
-	path := "/v1/spaces/" + url.PathEscape(space) + "/messages"
-	if len(q) > 0 {
-		path += "?" + q.Encode()
-	}
 	var p api.Page
-	return p, c.do(ctx, http.MethodGet, path, nil, &p)
+	return p, c.do(ctx, http.MethodGet, "/v1/spaces/"+url.PathEscape(space)+"/messages"+pageQuery(after, limit), nil, &p)
 }
 
 // Message returns one message by ID.

@@ -22,7 +22,16 @@ const maxEventSize = 4 << 20
 // returns an error (that error), or when the stream fails. Pass the last
 // message's Cursor to resume without loss.
 func (c *Client) Follow(ctx context.Context, space, after string, fn func(api.Message) error) error {
-	path := "/v1/spaces/" + url.PathEscape(space) + "/events"
+	return c.follow(ctx, "/v1/spaces/"+url.PathEscape(space)+"/events", after, fn)
+}
+
+// FollowInbox streams the direct messages in this node's inbox after
+// cursor, like Follow.
+func (c *Client) FollowInbox(ctx context.Context, after string, fn func(api.Message) error) error {
+	return c.follow(ctx, "/v1/inbox/events", after, fn)
+}
+
+func (c *Client) follow(ctx context.Context, path, after string, fn func(api.Message) error) error {
 	hdr := http.Header{"Accept": {"text/event-stream"}}
 	if after != "" {
 		hdr.Set("Last-Event-ID", after)

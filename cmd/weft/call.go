@@ -1,0 +1,269 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/weftmesh/weft/protocol/api"
+)
+
+// Environment of a handler process, and of nested weft commands it runs.
+const (
+	envCallID = "WEFT_CALL_ID" // weft invoke inside a handler makes a nested call
+)
+
+func runInvoke(ctx context.Context, e *env, args []string) error {
+	fs := e.flags("invoke")
+	input := fs.String("json", "", "the call's input (JSON; default null)")
+	stream := fs.Bool("stream", false, "stream invoke: print each delta as it arrives")
+	timeout := fs.Duration("timeout", 0, "give up after this long (default 60s, none for --stream)")
+	frames := fs.Bool("frames", false, "with --stream, print every frame as JSON (seq, kind, data, meta)")
+	showMeta := fs.Bool("meta-out", false, "print the response's meta to stderr")
+	var meta stringList
+	fs.Var(&meta, "meta", "metadata KEY=VALUE (repeatable); keys under \"local.\" are not sent")
+	pos, err := parse(fs, args, 2)
+	if err != nil {
+		return err
+	}
+	req := api.InvokeRequest{Peer: pos[0], Name: pos[1], Stream: *stream, Parent: os.Getenv(envCallID)}
+	if *input != "" {
+		if !json.Valid([]byte(*input)) {
+			return usageError{"--json is not valid JSON"}
+		}
+		req.Input = json.RawMessage(*input)
+	}
+	if *timeout < 0 {
+		return usageError{"--timeout must not be negative"}
+	}
+	if *timeout > 0 {
+		req.Timeout = timeout.String()
+	}
+	if req.Meta, err = metaFlag(meta); err != nil {
+		return err
+	}
+	c := e.client()
+	if !*stream {
+		res, err := c.Invoke(ctx, req)
+		if err != nil {
+			return err
+		}
+		if *showMeta {
+			printJSON(e.stderr, res.Meta)
+		}
+		fmt.Fprintln(e.stdout, string(res.Output))
+		return nil
+	}
+	w := bufio.NewWriter(e.stdout)
+	defer w.Flush()
+	return c.InvokeStream(ctx, req, func(f api.Frame) error {
+		if *frames {
+			if err := printJSON(w, f); err != nil {
+				return err
+			}
+		} else if len(f.Data) > 0 && string(f.Data) != "null" {
+			w.Write(f.Data)
+			w.WriteByte('\n')
+		}
+		if f.Kind == "final" && *showMeta {
+			printJSON(e.stderr, f.Meta)
+		}
+		return w.Flush()
+	})
+}
+
+func runHandle(ctx context.Context, e *env, args []string) error {
+	fs := e.flags("handle")
+	cmdline := fs.String("exec", "", "command run (by sh -c) for each call: input JSON on stdin, result JSON on stdout; for a stream call each stdout line is a delta")
+	conc := fs.Int("concurrency", 16, "calls run at once")
+	desc := fs.String("description", "", "what the handler does, for the agent card")
+	schema := fs.String("input-schema", "", "JSON schema of the input, for the agent card")
+	names, err := parseAny(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(names) == 0 {
+		return usageError{"give the name(s) to serve"}
+	}
+	if *cmdline == "" {
+		return usageError{"--exec is required"}
+	}
+	if *conc < 1 {
+		return usageError{"--concurrency must be at least 1"}
+	}
+	req := api.HandlerRequest{Names: names, Concurrency: *conc}
+	for _, n := range names {
+		cp := api.Capability{Name: n, Description: *desc}
+		if *schema != "" {
+			if !json.Valid([]byte(*schema)) {
+				return usageError{"--input-schema is not valid JSON"}
+			}
+			cp.InputSchema = json.RawMessage(*schema)
+		}
+		req.Capabilities = append(req.Capabilities, cp)
+	}
+	h := &execHandler{cmd: *cmdline, home: e.home, log: e.stderr}
+	err = e.client().Serve(ctx, req, h.serve, func() {
+		fmt.Fprintf(e.stderr, "serving %s (up to %d at once)\n", strings.Join(names, ", "), *conc)
+	})
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// execHandler runs a command per call.
+type execHandler struct {
+	cmd  string
+	home string
+	mu   sync.Mutex
+	log  io.Writer
+}
+
+// maxOutput bounds what a handler process may print for a unary call.
+const maxOutput = 1 << 20
+
+func (h *execHandler) logf(format string, args ...any) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	fmt.Fprintf(h.log, format+"\n", args...)
+}
+
+func (h *execHandler) serve(ctx context.Context, c api.IncomingCall, send func(json.RawMessage) error) (json.RawMessage, map[string]string, error) {
+	start := time.Now()
+	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", h.cmd)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
+	cmd.WaitDelay = 2 * time.Second
+	input := []byte(c.Input)
+	if len(input) == 0 {
+		input = []byte("null")
+	}
+	cmd.Stdin = bytes.NewReader(input)
+	cmd.Env = append(os.Environ(),
+		envCallID+"="+c.ID,
+		"WEFT_CALL_NAME="+c.Name,
+		"WEFT_CALLER="+c.From,
+		"WEFT_TRACEPARENT="+c.Meta["traceparent"],
+		"WEFT_SESSION="+c.Meta["session"],
+		"WEFT_CORRELATION="+c.Meta["correlation"],
+	)
+	if h.home != "" {
+		cmd.Env = append(cmd.Env, "WEFT_HOME="+h.home)
+	}
+	var stderr tailBuffer
+	cmd.Stderr = &stderr
+	var out json.RawMessage
+	var err error
+	if c.Stream {
+		err = h.runStream(cmd, send)
+	} else {
+		var stdout bytes.Buffer
+		cmd.Stdout = &limitedWriter{w: &stdout, n: maxOutput}
+		err = cmd.Run()
+		out = asJSON(bytes.TrimSpace(stdout.Bytes()))
+	}
+	switch {
+	case ctx.Err() != nil:
+		h.logf("call %s %s from %s: %v after %s; handler stopped", c.ID, c.Name, c.From, context.Cause(ctx), time.Since(start).Round(time.Millisecond))
+		return nil, nil, ctx.Err()
+	case err != nil:
+		msg := strings.TrimSpace(stderr.String())
+		if msg == "" {
+			msg = err.Error()
+		} else {
+			msg = err.Error() + ": " + msg
+		}
+		h.logf("call %s %s from %s: failed: %s", c.ID, c.Name, c.From, msg)
+		return nil, nil, errors.New(msg)
+	}
+	h.logf("call %s %s from %s: ok in %s", c.ID, c.Name, c.From, time.Since(start).Round(time.Millisecond))
+	return out, nil, nil
+}
+
+// runStream runs cmd, sending each line it prints as a delta.
+func (h *execHandler) runStream(cmd *exec.Cmd, send func(json.RawMessage) error) error {
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(make([]byte, 64<<10), maxOutput)
+	var sendErr error
+	for sc.Scan() {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 {
+			continue
+		}
+		if sendErr = send(asJSON(line)); sendErr != nil {
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+			break
+		}
+	}
+	werr := cmd.Wait()
+	if sendErr != nil {
+		return sendErr
+	}
+	return werr
+}
+
+// asJSON returns b if it is JSON, else b as {"text": b}; nothing is null.
+func asJSON(b []byte) json.RawMessage {
+	if len(b) == 0 {
+		return json.RawMessage("null")
+	}
+	if json.Valid(b) {
+		return json.RawMessage(bytes.Clone(b))
+	}
+	out, _ := json.Marshal(map[string]string{"text": string(b)})
+	return out
+}
+
+// tailBuffer keeps the last 2 KiB written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > 2048 {
+		t.buf = t.buf[len(t.buf)-2048:]
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.buf)
+}
+
+// limitedWriter fails once more than n bytes were written.
+type limitedWriter struct {
+	w io.Writer
+	n int
+}
+
+func (l *limitedWriter) Write(p []byte) (int, error) {
+	if len(p) > l.n {
+		return 0, fmt.Errorf("handler output over %d bytes", maxOutput)
+	}
+	l.n -= len(p)
+	return l.w.Write(p)
+}

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/weftmesh/weft/protocol/api"
+)
+
+func runDM(ctx context.Context, e *env, args []string) error {
+	fs := e.flags("dm")
+	text := fs.String("text", "", "send {\"text\": TEXT}")
+	obj := fs.String("json", "", "send this JSON object as the content")
+	kind := fs.String("kind", "event", "request, response, event, error or heartbeat")
+	replyTo := fs.String("reply-to", "", "ID of the direct message this one answers (inherits its correlation, trace and session)")
+	ttl := fs.Duration("ttl", 0, "expire after this long; the outbox retries until then (default: no expiry, retried for 24h)")
+	var meta stringList
+	fs.Var(&meta, "meta", "metadata KEY=VALUE (repeatable); keys under \"local.\" are not sent")
+	asJSON := fs.Bool("json-out", false, "print the result as JSON")
+	pos, err := parse(fs, args, 1)
+	if err != nil {
+		return err
+	}
+	if *ttl < 0 || (*ttl > 0 && *ttl < time.Second) {
+		return usageError{"--ttl must be at least 1s"}
+	}
+	req := api.DMRequest{To: pos[0], Kind: *kind, ReplyTo: *replyTo, TTL: int64(*ttl / time.Second)}
+	if req.Content, err = contentFlag(*text, *obj); err != nil {
+		return err
+	}
+	if req.Meta, err = metaFlag(meta); err != nil {
+		return err
+	}
+	res, err := e.client().DM(ctx, req)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(e.stdout, res)
+	}
+	fmt.Fprintf(e.stdout, "%s %s\n", res.Message.ID, res.Status)
+	return nil
+}
+
+func runInbox(ctx context.Context, e *env, args []string) error {
+	fs := e.flags("inbox")
+	after := fs.String("after", "", "start after this cursor")
+	limit := fs.Int("limit", 0, "at most N messages (default all)")
+	follow := fs.Bool("follow", false, "after the stored messages, keep printing new ones as they arrive")
+	asJSON := fs.Bool("json", false, "print one JSON message object per line")
+	if _, err := parse(fs, args, 0); err != nil {
+		return err
+	}
+	if *limit < 0 {
+		return usageError{"--limit must not be negative"}
+	}
+	c := e.client()
+	return readOrFollow(ctx, e, *after, *limit, *follow, *asJSON,
+		func(cursor string, n int) (api.Page, error) { return c.Inbox(ctx, cursor, n) },
+		func(cursor string, fn func(api.Message) error) error { return c.FollowInbox(ctx, cursor, fn) })
+}
+
+func runOutbox(ctx context.Context, e *env, args []string) error {
+	fs := e.flags("outbox")
+	dead := fs.Bool("dead", false, "show the dead letters: messages not delivered before their deadline, or refused")
+	asJSON := fs.Bool("json", false, "print one JSON object per line")
+	if _, err := parse(fs, args, 0); err != nil {
+		return err
+	}
+	c := e.client()
+	var list []api.Outgoing
+	if *dead {
+		cursor := ""
+		for {
+			page, err := c.DeadLetters(ctx, cursor, 1000)
+			if err != nil {
+				return err
+			}
+			list = append(list, page.Messages...)
+			if len(page.Messages) < 1000 {
+				break
+			}
+			cursor = page.Next
+		}
+	} else {
+		var err error
+		if list, err = c.Outbox(ctx, ""); err != nil {
+			return err
+		}
+	}
+	for _, o := range list {
+		if *asJSON {
+			if err := printJSON(e.stdout, o); err != nil {
+				return err
+			}
+			continue
+		}
+		status := fmt.Sprintf("attempts %d, deadline %s", o.Attempts, o.Deadline.Local().Format(time.DateTime))
+		if *dead {
+			status = o.Reason
+		} else if o.LastError != "" {
+			status += ", last error: " + o.LastError
+		}
+		fmt.Fprintf(e.stdout, "%s  to %s  %s\n", o.ID, o.To, status)
+	}
+	return nil
+}

@@ -1,0 +1,414 @@
+// Package call is weft's call protocol (protocol.CallProtocol): invoke and
+// stream invoke between two daemons, one call per libp2p stream.
+//
+// The caller opens a stream and writes one frame, a JSON
+// protocol.CallRequest. The callee answers with JSON protocol.CallFrame
+// frames numbered from seq 0: for a unary call one final or error frame;
+// for a stream call started, then any number of delta frames, then final
+// or error. Frames flow under the stream's own flow control: a caller that
+// reads slowly slows the handler down, and nothing is dropped.
+//
+// The caller keeps its side of the stream open until the answer ends;
+// resetting (or closing) it cancels the call, and the handler's context
+// ends at once. A deadline in the request ends the handler's context too.
+// Failures are typed (protocol.CallError codes): no_handler when nothing
+// serves the name, unreachable when the peer cannot be reached,
+// deadline_exceeded, cancelled, overloaded, handler_failed, bad_request.
+package call
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/weftmesh/weft/mesh/internal/frame"
+	"github.com/weftmesh/weft/protocol"
+)
+
+// Handler serves the calls that reach this node.
+type Handler interface {
+	// ServeCall runs one call and answers it through c: Final or Fail,
+	// after Started and Deltas for a stream call. ctx ends when the caller
+	// cancels, the deadline passes or the node closes. If ServeCall returns
+	// without answering, the caller gets an internal error. It is called
+	// concurrently.
+	ServeCall(ctx context.Context, c *Call)
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(ctx context.Context, c *Call)
+
+// ServeCall calls f.
+func (f HandlerFunc) ServeCall(ctx context.Context, c *Call) { f(ctx, c) }
+
+// Service serves calls with a Handler and makes calls to other nodes.
+type Service struct {
+	h       host.Host
+	handler Handler
+	cfg     config
+	slots   chan struct{} // one per call in flight
+	wg      sync.WaitGroup
+	ctx     context.Context
+	cancel  context.CancelFunc
+}
+
+// New registers the call protocol on h, serving incoming calls with
+// handler (nil: every call fails with no_handler).
+func New(h host.Host, handler Handler, opts ...Option) (*Service, error) {
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	if handler == nil {
+		handler = HandlerFunc(func(_ context.Context, c *Call) {
+			c.Fail(protocol.Errorf(protocol.CodeNoHandler, "%s serves no calls", h.ID()))
+		})
+	}
+	s := &Service{h: h, handler: handler, cfg: cfg, slots: make(chan struct{}, cfg.maxCalls)}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	h.SetStreamHandler(protocol.CallProtocol, s.serve)
+	return s, nil
+}
+
+// Close removes the handler, cancels the calls being served and waits for
+// them to end.
+func (s *Service) Close() error {
+	s.h.RemoveStreamHandler(protocol.CallProtocol)
+	s.cancel()
+	s.wg.Wait()
+	return nil
+}
+
+// Active returns the number of calls being served.
+func (s *Service) Active() int { return len(s.slots) }
+
+func (s *Service) serve(st network.Stream) {
+	s.wg.Add(1)
+	defer s.wg.Done()
+	if s.ctx.Err() != nil {
+		st.Reset()
+		return
+	}
+	c := &Call{From: st.Conn().RemotePeer(), st: st, w: bufio.NewWriter(st)}
+	r := bufio.NewReader(st)
+	st.SetReadDeadline(time.Now().Add(s.cfg.timeout))
+	err := frame.ReadJSON(r, s.cfg.requestLimit(), &c.Request)
+	st.SetReadDeadline(time.Time{})
+	if err != nil {
+		c.Fail(protocol.Errorf(protocol.CodeBadRequest, "unreadable request: %v", err))
+		st.Reset()
+		return
+	}
+	if err := checkRequest(&c.Request, s.cfg.limits.MaxSize); err != nil {
+		c.Fail(err)
+		st.Close()
+		return
+	}
+	select {
+	case s.slots <- struct{}{}:
+		defer func() { <-s.slots }()
+	default:
+		c.Fail(protocol.Errorf(protocol.CodeOverloaded, "%d calls in flight", cap(s.slots)))
+		st.Close()
+		return
+	}
+
+	ctx, cancel := context.WithCancelCause(s.ctx)
+	defer cancel(nil)
+	if c.Request.Deadline > 0 {
+		var cancelDeadline context.CancelFunc
+		ctx, cancelDeadline = context.WithDeadline(ctx, time.UnixMilli(c.Request.Deadline))
+		defer cancelDeadline()
+	}
+	// The caller keeps writing side open until it has the answer: the end
+	// of its side, or a reset, is a cancellation.
+	watch := make(chan struct{})
+	go func() {
+		defer close(watch)
+		_, _ = io.Copy(io.Discard, io.LimitReader(r, 1<<10))
+		cancel(errCallerGone)
+	}()
+	stop := context.AfterFunc(ctx, func() { st.Reset() }) // unblocks writes to a caller that left
+	s.handler.ServeCall(ctx, c)
+	if !c.done {
+		c.Fail(protocol.Errorf(protocol.CodeInternal, "handler ended without an answer"))
+	}
+	stopped := stop()
+	if stopped {
+		st.Close()
+	}
+	<-watch
+}
+
+// errCallerGone is the cancellation cause when the caller goes away.
+var errCallerGone = errors.New("caller cancelled")
+
+// checkRequest checks a request read from the wire.
+func checkRequest(r *protocol.CallRequest, maxInput int) *protocol.CallError {
+	if err := protocol.CheckName(r.Name); err != nil {
+		return protocol.Errorf(protocol.CodeBadRequest, "%v", err)
+	}
+	if err := protocol.ValidateMeta(r.Meta); err != nil {
+		return protocol.Errorf(protocol.CodeBadRequest, "%v", err)
+	}
+	for k := range r.Meta {
+		if protocol.IsLocalMeta(k) {
+			return protocol.Errorf(protocol.CodeBadRequest, "meta key %q is local and must not be sent", k)
+		}
+	}
+	if len(r.Input) > maxInput {
+		return protocol.Errorf(protocol.CodeBadRequest, "input of %d bytes, limit %d", len(r.Input), maxInput)
+	}
+	if r.Deadline < 0 {
+		return protocol.Errorf(protocol.CodeBadRequest, "negative deadline")
+	}
+	return nil
+}
+
+// ErrAnswered is returned when a Call is written to after its final or
+// error frame.
+var ErrAnswered = errors.New("call already answered")
+
+// ErrNotStream is returned by Delta for a unary call.
+var ErrNotStream = errors.New("not a stream call")
+
+// Call is one incoming call: the request and the way to answer it. Its
+// methods are not safe for concurrent use.
+type Call struct {
+	From    peer.ID
+	Request protocol.CallRequest
+
+	st      network.Stream
+	w       *bufio.Writer
+	seq     uint64
+	started bool
+	done    bool
+}
+
+// Started tells a stream caller that the handler has begun. It is sent at
+// most once, before the first delta (Delta sends it if needed); for a
+// unary call it does nothing.
+func (c *Call) Started() error {
+	if !c.Request.Stream || c.started {
+		return nil
+	}
+	c.started = true
+	return c.write(protocol.CallFrame{Kind: protocol.FrameStarted}, false)
+}
+
+// Delta sends one delta of a stream call. It is buffered: call Flush
+// before waiting for the next delta, or let Final flush.
+func (c *Call) Delta(data json.RawMessage) error {
+	if !c.Request.Stream {
+		return ErrNotStream
+	}
+	if err := c.Started(); err != nil {
+		return err
+	}
+	return c.write(protocol.CallFrame{Kind: protocol.FrameDelta, Data: data}, false)
+}
+
+// Final answers the call with its result and the response's meta.
+func (c *Call) Final(data json.RawMessage, meta map[string]string) error {
+	if err := c.Started(); err != nil {
+		return err
+	}
+	return c.write(protocol.CallFrame{Kind: protocol.FrameFinal, Data: data, Meta: meta}, true)
+}
+
+// Fail answers the call with a typed error.
+func (c *Call) Fail(e *protocol.CallError) error {
+	return c.write(protocol.CallFrame{Kind: protocol.FrameError, Error: e}, true)
+}
+
+// Flush sends buffered frames.
+func (c *Call) Flush() error { return c.w.Flush() }
+
+func (c *Call) write(f protocol.CallFrame, last bool) error {
+	if c.done {
+		return ErrAnswered
+	}
+	f.Seq = c.seq
+	c.seq++
+	if last {
+		c.done = true
+	}
+	if err := frame.WriteJSON(c.w, f); err != nil {
+		return err
+	}
+	if last {
+		return c.w.Flush()
+	}
+	return nil
+}
+
+// Call opens a call to peer to. The request's deadline is taken from ctx
+// when not set. Failures are *protocol.CallError: unreachable when no
+// stream could be opened. Read the answer with Stream.Next; Close the
+// stream (or cancel ctx) to cancel the call.
+func (s *Service) Call(ctx context.Context, to peer.ID, req protocol.CallRequest) (*Stream, error) {
+	if d, ok := ctx.Deadline(); ok && req.Deadline == 0 {
+		req.Deadline = d.UnixMilli()
+	}
+	if err := checkRequest(&req, s.cfg.limits.MaxSize); err != nil {
+		return nil, err
+	}
+	st, err := s.h.NewStream(ctx, to, protocol.CallProtocol)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctxError(ctx)
+		}
+		return nil, protocol.Errorf(protocol.CodeUnreachable, "%s: %v", to, err)
+	}
+	w := bufio.NewWriter(st)
+	if err := frame.WriteJSON(w, req); err == nil {
+		err = w.Flush()
+	}
+	if err != nil {
+		st.Reset()
+		if ctx.Err() != nil {
+			return nil, ctxError(ctx)
+		}
+		return nil, protocol.Errorf(protocol.CodeUnreachable, "%s: send request: %v", to, err)
+	}
+	cs := &Stream{ctx: ctx, st: st, r: bufio.NewReaderSize(st, 64<<10), limit: s.cfg.frameLimit()}
+	cs.stop = context.AfterFunc(ctx, func() { st.Reset() })
+	return cs, nil
+}
+
+// Invoke makes a unary call and returns its final frame, or the call's
+// error as a *protocol.CallError.
+func (s *Service) Invoke(ctx context.Context, to peer.ID, req protocol.CallRequest) (*protocol.CallFrame, error) {
+	req.Stream = false
+	cs, err := s.Call(ctx, to, req)
+	if err != nil {
+		return nil, err
+	}
+	defer cs.Close()
+	for {
+		f, err := cs.Next()
+		if err != nil {
+			return nil, err
+		}
+		switch f.Kind {
+		case protocol.FrameFinal:
+			return f, nil
+		case protocol.FrameError:
+			return nil, f.Error
+		}
+	}
+}
+
+// Stream is the answer to a call, read frame by frame.
+type Stream struct {
+	ctx   context.Context
+	st    network.Stream
+	r     *bufio.Reader
+	limit int
+	stop  func() bool
+	seq   uint64
+	done  bool
+	err   error
+}
+
+// Next returns the next frame. After the final or error frame it returns
+// io.EOF. A broken stream, a cancelled ctx or a frame out of order is a
+// *protocol.CallError.
+func (cs *Stream) Next() (*protocol.CallFrame, error) {
+	if cs.done {
+		return nil, io.EOF
+	}
+	if cs.err != nil {
+		return nil, cs.err
+	}
+	var f protocol.CallFrame
+	if err := frame.ReadJSON(cs.r, cs.limit, &f); err != nil {
+		return nil, cs.fail(err)
+	}
+	if err := checkFrame(&f, cs.seq); err != nil {
+		return nil, cs.fail(err)
+	}
+	cs.seq++
+	if f.Kind == protocol.FrameFinal || f.Kind == protocol.FrameError {
+		cs.done = true
+		cs.finish()
+	}
+	return &f, nil
+}
+
+// Buffered reports whether a frame's bytes are already buffered, so Next
+// would likely not block.
+func (cs *Stream) Buffered() bool { return cs.r.Buffered() > 0 }
+
+// Close ends the call: if its answer has not ended, the call is cancelled.
+func (cs *Stream) Close() error {
+	if !cs.done {
+		cs.done = true
+		cs.stop()
+		return cs.st.Reset()
+	}
+	return nil
+}
+
+func (cs *Stream) finish() {
+	cs.stop()
+	cs.st.Close()
+}
+
+func (cs *Stream) fail(err error) error {
+	cs.stop()
+	cs.st.Reset()
+	switch {
+	case cs.ctx.Err() != nil:
+		cs.err = ctxError(cs.ctx)
+	case errors.As(err, new(*protocol.CallError)):
+		cs.err = err
+	default:
+		cs.err = protocol.Errorf(protocol.CodeUnreachable, "call stream broke: %v", err)
+	}
+	return cs.err
+}
+
+// checkFrame checks a frame read from the wire against the seq expected.
+func checkFrame(f *protocol.CallFrame, seq uint64) error {
+	if f.Seq != seq {
+		return protocol.Errorf(protocol.CodeBadRequest, "frame seq %d, want %d", f.Seq, seq)
+	}
+	switch f.Kind {
+	case protocol.FrameStarted, protocol.FrameDelta, protocol.FrameFinal:
+	case protocol.FrameError:
+		if f.Error == nil || f.Error.Code == "" {
+			return protocol.Errorf(protocol.CodeBadRequest, "error frame without an error")
+		}
+	default:
+		return protocol.Errorf(protocol.CodeBadRequest, "unknown frame kind %q", f.Kind)
+	}
+	return nil
+}
+
+// ctxError maps ctx's end to a typed error.
+func ctxError(ctx context.Context) *protocol.CallError {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return protocol.Errorf(protocol.CodeDeadline, "deadline exceeded")
+	}
+	return protocol.Errorf(protocol.CodeCancelled, "%v", context.Cause(ctx))
+}
+
+// ErrorOf returns err as a *protocol.CallError, wrapping other errors as
+// internal ones.
+func ErrorOf(err error) *protocol.CallError {
+	var ce *protocol.CallError
+	if errors.As(err, &ce) {
+		return ce
+	}
+	return protocol.Errorf(protocol.CodeInternal, "%v", err)
+}
+

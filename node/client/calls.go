@@ -1,0 +1,223 @@
+package client
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"sync"
+
+	"github.com/weftmesh/weft/protocol/api"
+)
+
+// Invoke calls name on peer and returns its result. Typed failures are
+// *Error with codes such as no_handler, unreachable, deadline_exceeded and
+// handler_failed.
+func (c *Client) Invoke(ctx context.Context, req api.InvokeRequest) (api.InvokeResult, error) {
+	req.Stream = false
+	var out api.InvokeResult
+	err := c.do(ctx, http.MethodPost, "/v1/invoke", req, &out)
+	return out, err
+}
+
+// InvokeStream makes a stream call and calls fn for each frame in order
+// (started, delta…, final). An error frame ends it with an *Error. Cancel
+// ctx (or return an error from fn) to cancel the call: the remote handler
+// is stopped.
+func (c *Client) InvokeStream(ctx context.Context, req api.InvokeRequest, fn func(api.Frame) error) error {
+	req.Stream = true
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // closing the answer early cancels the call
+	resp, err := c.send(ctx, http.MethodPost, "/v1/invoke", req, nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), maxEventSize)
+	for sc.Scan() {
+		if len(sc.Bytes()) == 0 {
+			continue
+		}
+		var f api.Frame
+		if err := json.Unmarshal(sc.Bytes(), &f); err != nil {
+			return fmt.Errorf("decode frame: %w", err)
+		}
+		if f.Kind == "error" {
+			e := &Error{Status: http.StatusBadGateway, Code: "handler_failed", Message: "the call failed"}
+			if f.Error != nil {
+				e.Code, e.Message = f.Error.Code, f.Error.Message
+			}
+			return e
+		}
+		if err := fn(f); err != nil {
+			return err
+		}
+		if f.Kind == "final" {
+			return nil
+		}
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("call stream: %w", err)
+	}
+	return errors.New("call stream ended without a final frame")
+}
+
+// Reply answers a call being served here (POST /v1/calls/{id}/reply).
+func (c *Client) Reply(ctx context.Context, id string, r api.Reply) error {
+	return c.do(ctx, http.MethodPost, "/v1/calls/"+url.PathEscape(id)+"/reply", r, nil)
+}
+
+// Frames streams a stream call's answer: body is NDJSON api.Reply lines
+// (delta…, then final or error), read as the caller takes them.
+func (c *Client) Frames(ctx context.Context, id string, body io.Reader) error {
+	resp, err := c.sendBody(ctx, http.MethodPost, "/v1/calls/"+url.PathEscape(id)+"/frames", body,
+		http.Header{"Content-Type": {"application/x-ndjson"}})
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return err
+}
+
+// Handlers registers as a handler of req.Names and calls fn with each
+// event (ready, call, cancel, ping) until ctx ends, fn fails or the daemon
+// closes the stream. Serve is the easier way to serve calls.
+func (c *Client) Handlers(ctx context.Context, req api.HandlerRequest, fn func(api.HandlerEvent) error) error {
+	resp, err := c.send(ctx, http.MethodPost, "/v1/handlers", req, nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), maxEventSize)
+	for sc.Scan() {
+		var ev api.HandlerEvent
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			return fmt.Errorf("decode handler event: %w", err)
+		}
+		if err := fn(ev); err != nil {
+			return err
+		}
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("handler stream: %w", err)
+	}
+	return errors.New("handler stream closed by the daemon")
+}
+
+// HandlerFunc serves one call. For a stream call, send emits a delta (it
+// blocks while the caller is slow); for a unary call send returns
+// ErrNotStream. The returned output (and meta) is the final answer; an
+// error fails the call (an *Error keeps its code, others become
+// handler_failed). ctx ends when the caller cancels or the deadline passes.
+type HandlerFunc func(ctx context.Context, call api.IncomingCall, send func(delta json.RawMessage) error) (output json.RawMessage, meta map[string]string, err error)
+
+// ErrNotStream is returned by send for a unary call.
+var ErrNotStream = errors.New("not a stream call")
+
+// Serve registers as a handler of req.Names and runs fn for each call, in
+// its own goroutine (up to req.Concurrency at once, as the daemon
+// dispatches), until ctx ends. ready, if not nil, is called once the
+// daemon has registered the handler.
+func (c *Client) Serve(ctx context.Context, req api.HandlerRequest, fn HandlerFunc, ready func()) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		mu      sync.Mutex
+		running = make(map[string]context.CancelFunc)
+		wg      sync.WaitGroup
+	)
+	defer wg.Wait()
+	return c.Handlers(ctx, req, func(ev api.HandlerEvent) error {
+		switch ev.Type {
+		case "ready":
+			if ready != nil {
+				ready()
+			}
+		case "cancel":
+			mu.Lock()
+			if stop, ok := running[ev.ID]; ok {
+				stop()
+			}
+			mu.Unlock()
+		case "call":
+			if ev.Call == nil {
+				return nil
+			}
+			call := *ev.Call
+			cctx, stop := context.WithCancel(ctx)
+			if !call.Deadline.IsZero() {
+				cctx, stop = context.WithDeadline(ctx, call.Deadline)
+			}
+			mu.Lock()
+			running[call.ID] = stop
+			mu.Unlock()
+			wg.Go(func() {
+				defer func() {
+					mu.Lock()
+					delete(running, call.ID)
+					mu.Unlock()
+					stop()
+				}()
+				c.serveOne(cctx, call, fn)
+			})
+		}
+		return nil
+	})
+}
+
+// serveOne runs fn for one call and sends its answer.
+func (c *Client) serveOne(ctx context.Context, call api.IncomingCall, fn HandlerFunc) {
+	answer := func(out json.RawMessage, meta map[string]string, err error) api.Reply {
+		if err != nil {
+			e := &api.ErrorBody{Code: "handler_failed", Message: err.Error()}
+			var ae *Error
+			if errors.As(err, &ae) && ae.Code != "" {
+				e.Code = ae.Code
+			}
+			return api.Reply{Kind: "error", Error: e}
+		}
+		return api.Reply{Kind: "final", Output: out, Meta: meta}
+	}
+	// Answers go out on a fresh context: a cancelled call's answer is
+	// refused by the daemon, which is fine.
+	actx := context.WithoutCancel(ctx)
+	if !call.Stream {
+		out, meta, err := fn(ctx, call, func(json.RawMessage) error { return ErrNotStream })
+		_ = c.Reply(actx, call.ID, answer(out, meta, err))
+		return
+	}
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		err := c.Frames(actx, call.ID, pr)
+		if err == nil {
+			err = errCallOver
+		}
+		pr.CloseWithError(err) // later sends fail instead of blocking
+		done <- err
+	}()
+	enc := json.NewEncoder(pw)
+	send := func(d json.RawMessage) error {
+		return enc.Encode(api.Reply{Kind: "delta", Output: d})
+	}
+	out, meta, err := fn(ctx, call, send)
+	_ = enc.Encode(answer(out, meta, err))
+	pw.Close()
+	<-done
+}
+
+// errCallOver fails sends after a call's answer has ended.
+var errCallOver = errors.New("the call is over")

@@ -1,0 +1,370 @@
+package node
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/weftmesh/weft/protocol"
+	"github.com/weftmesh/weft/protocol/api"
+	"github.com/weftmesh/weft/store"
+)
+
+// Outbox timing.
+const (
+	// DefaultDMDeadline is how long the outbox retries a direct message
+	// that has no TTL.
+	DefaultDMDeadline = 24 * time.Hour
+	retryMin          = time.Second
+	retryMax          = time.Minute
+	// dialWait bounds reaching a recipient in one delivery attempt.
+	dialWait = 5 * time.Second
+	// sendWait bounds how long POST /v1/dm waits for the first attempt.
+	sendWait = 5 * time.Second
+	// outboxBatch is how many messages one attempt sends to one peer.
+	outboxBatch = 256
+	// outboxPoll is the longest the outbox loop sleeps between scans.
+	outboxPoll = 5 * time.Second
+)
+
+// Receive stores a direct message addressed to this node in its inbox
+// (direct.Inbox). Duplicates are dropped by ID.
+func (n *Node) Receive(ctx context.Context, m *protocol.Message) error {
+	_, added, err := n.store.Put(ctx, storeMessage(m))
+	if err != nil {
+		return err
+	}
+	if added {
+		n.log.Debug("direct message received", "id", m.ID, "from", m.From, "kind", m.Type)
+	}
+	return nil
+}
+
+// inbox is this node's inbox space.
+func (n *Node) inbox() protocol.ID { return protocol.InboxSpace(n.mesh.ID()) }
+
+// DM signs a direct message, puts it in the durable outbox and tries to
+// deliver it at once. It reports whether the recipient acknowledged it
+// within a few seconds; otherwise it stays queued and is retried until its
+// deadline.
+func (n *Node) DM(ctx context.Context, req api.DMRequest) (*protocol.Message, time.Time, bool, error) {
+	to, err := peer.Decode(req.To)
+	if err != nil {
+		return nil, time.Time{}, false, badRequest{fmt.Sprintf("to: %q is not a peer ID", req.To)}
+	}
+	if to == n.mesh.ID() {
+		return nil, time.Time{}, false, badRequest{"to: that is this node"}
+	}
+	d, err := n.dmDraft(to, req)
+	if err != nil {
+		return nil, time.Time{}, false, err
+	}
+	m, err := protocol.Sign(n.key, d, n.cfg.Limits)
+	if err != nil {
+		return nil, time.Time{}, false, err
+	}
+	deadline := d.CreatedAt.Add(DefaultDMDeadline)
+	if exp, ok := m.Expiry(); ok {
+		deadline = exp
+	}
+	o := store.Outgoing{
+		ID: m.ID, To: to.String(), Raw: m.Encode(),
+		Created: d.CreatedAt.UnixMilli(), Deadline: deadline.UnixMilli(), NextTry: d.CreatedAt.UnixMilli(),
+	}
+	if _, err := n.store.Enqueue(o); err != nil {
+		return nil, time.Time{}, false, fmt.Errorf("outbox: %w", err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, sendWait)
+	defer cancel()
+	delivered := n.outbox.flush(wctx, to)
+	return m, deadline, delivered[m.ID], nil
+}
+
+// dmDraft turns an API request into a draft direct message to p.
+func (n *Node) dmDraft(to peer.ID, req api.DMRequest) (protocol.Draft, error) {
+	if len(req.Content) == 0 || string(req.Content) == "null" {
+		return protocol.Draft{}, badRequest{"content is missing: want a JSON object, e.g. {\"text\": \"hello\"}"}
+	}
+	if req.TTL < 0 {
+		return protocol.Draft{}, badRequest{"ttl must not be negative"}
+	}
+	kind := req.Kind
+	if kind == "" {
+		kind = protocol.KindEvent
+	}
+	if !protocol.IsKind(kind) {
+		return protocol.Draft{}, badRequest{fmt.Sprintf("kind %q is not one of %v", kind, protocol.Kinds)}
+	}
+	if err := protocol.ValidateMeta(req.Meta); err != nil {
+		return protocol.Draft{}, badRequest{err.Error()}
+	}
+	d := protocol.Draft{
+		Space:     protocol.InboxSpace(to),
+		CreatedAt: time.Now(),
+		Refs:      protocol.Refs{Nodes: []string{to.String()}},
+		Type:      kind,
+		TTL:       time.Duration(req.TTL) * time.Second,
+		Content:   req.Content,
+	}
+	var parent map[string]string
+	if req.ReplyTo != "" {
+		id, err := protocol.ParseID(req.ReplyTo)
+		if err != nil {
+			return d, badRequest{"reply_to: " + err.Error()}
+		}
+		d.Refs.Messages = []protocol.ID{id}
+		// Answering a message in the inbox: inherit its trace, session
+		// and correlation (its ID when it carried none).
+		if e, err := n.store.Get(id); err == nil && e.Space == n.inbox() {
+			if pm, err := protocol.Decode(e.Raw, protocol.DefaultLimits()); err == nil {
+				parent = pm.Meta
+				if parent[protocol.MetaCorrelation] == "" {
+					parent = cloneMeta(parent)
+					parent[protocol.MetaCorrelation] = pm.ID.String()
+				}
+			}
+		}
+	}
+	d.Meta = protocol.Inherit(parent, protocol.StripLocal(req.Meta), false)
+	if kind == protocol.KindRequest && d.Meta[protocol.MetaCorrelation] == "" {
+		d.Meta = cloneMeta(d.Meta)
+		d.Meta[protocol.MetaCorrelation] = newCorrelation()
+	}
+	return d, nil
+}
+
+func cloneMeta(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m)+1)
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// newCorrelation returns a random correlation ID.
+func newCorrelation() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// outbox delivers queued direct messages: at once when sent, when the
+// recipient connects, and on a backoff schedule until their deadline,
+// after which they move to the dead letters.
+type outbox struct {
+	n         *Node
+	kick      chan struct{}
+	connected chan peer.ID // recipients that just connected
+
+	mu       sync.Mutex
+	inflight map[peer.ID]*sync.Mutex // one delivery attempt per peer at a time
+}
+
+func newOutbox(n *Node) *outbox {
+	return &outbox{
+		n:         n,
+		kick:      make(chan struct{}, 1),
+		connected: make(chan peer.ID, 64),
+		inflight:  make(map[peer.ID]*sync.Mutex),
+	}
+}
+
+func (o *outbox) lock(p peer.ID) func() {
+	o.mu.Lock()
+	l, ok := o.inflight[p]
+	if !ok {
+		l = new(sync.Mutex)
+		o.inflight[p] = l
+	}
+	o.mu.Unlock()
+	l.Lock()
+	return l.Unlock
+}
+
+// wake makes the loop scan now.
+func (o *outbox) wake() {
+	select {
+	case o.kick <- struct{}{}:
+	default:
+	}
+}
+
+// peerConnected is a mesh.OnPeerConnected hook: a recipient that connects
+// gets its queued messages at once. It does not block.
+func (o *outbox) peerConnected(p peer.ID, _ []ma.Multiaddr) {
+	select {
+	case o.connected <- p:
+	default:
+		o.wake() // a full scan covers it
+	}
+}
+
+// run delivers due messages until ctx ends.
+func (o *outbox) run(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case p := <-o.connected:
+			if q, err := o.n.store.Pending(p.String(), 1); err == nil && len(q) > 0 {
+				wg.Go(func() { o.flush(ctx, p) })
+			}
+			continue
+		case <-t.C:
+		case <-o.kick:
+		}
+		next := o.scan(ctx)
+		if !t.Stop() {
+			select {
+			case <-t.C:
+			default:
+			}
+		}
+		t.Reset(next)
+	}
+}
+
+// scan attempts every due message, grouped by recipient, and returns how
+// long to wait before the next scan.
+func (o *outbox) scan(ctx context.Context) time.Duration {
+	now := time.Now().UnixMilli()
+	due, err := o.n.store.Due(now, 4096)
+	if err != nil {
+		if ctx.Err() == nil {
+			o.n.log.Warn("outbox scan", "err", err)
+		}
+		return outboxPoll
+	}
+	peers := make(map[string]bool)
+	for _, e := range due {
+		peers[e.To] = true
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for s := range peers {
+		p, err := peer.Decode(s)
+		if err != nil {
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			o.flush(ctx, p)
+		}()
+	}
+	wg.Wait()
+	wait := outboxPoll
+	if rest, err := o.n.store.Pending("", 1); err == nil && len(rest) == 1 {
+		wait = min(wait, max(time.Duration(rest[0].NextTry-time.Now().UnixMilli())*time.Millisecond, 10*time.Millisecond))
+	}
+	return wait
+}
+
+// flush makes one delivery attempt of everything queued for p, due or not,
+// and returns the IDs p acknowledged.
+func (o *outbox) flush(ctx context.Context, p peer.ID) map[protocol.ID]bool {
+	defer o.lock(p)()
+	delivered := make(map[protocol.ID]bool)
+	for {
+		pending, err := o.n.store.Pending(p.String(), outboxBatch)
+		if err != nil || len(pending) == 0 {
+			return delivered
+		}
+		live := pending[:0]
+		now := time.Now()
+		for _, e := range pending {
+			if e.Deadline <= now.UnixMilli() {
+				o.kill(e, now, "deadline passed before delivery")
+				continue
+			}
+			live = append(live, e)
+		}
+		if len(live) == 0 {
+			continue
+		}
+		if !o.attempt(ctx, p, live, delivered) || len(pending) < outboxBatch {
+			return delivered
+		}
+	}
+}
+
+// attempt sends msgs to p once, recording each outcome; it reports whether
+// p was reached.
+func (o *outbox) attempt(ctx context.Context, p peer.ID, msgs []store.Outgoing, delivered map[protocol.ID]bool) bool {
+	n := o.n
+	dctx, cancel := context.WithTimeout(ctx, dialWait)
+	err := n.mesh.Dial(dctx, p)
+	cancel()
+	answered := make([]bool, len(msgs))
+	if err == nil {
+		raws := make([][]byte, len(msgs))
+		for i, e := range msgs {
+			raws[i] = e.Raw
+		}
+		err = n.direct.Send(ctx, p, raws, func(i int, refusal *protocol.CallError) {
+			answered[i] = true
+			e := msgs[i]
+			if refusal != nil {
+				o.kill(e, time.Now(), "refused by recipient: "+refusal.Error())
+				return
+			}
+			if err := n.store.Delivered(e.ID); err != nil {
+				n.log.Warn("outbox: mark delivered", "id", e.ID, "err", err)
+			}
+			delivered[e.ID] = true
+			n.log.Debug("direct message delivered", "id", e.ID, "to", p, "attempts", e.Attempts+1)
+		})
+	}
+	if err == nil {
+		return true
+	}
+	now := time.Now()
+	for i, e := range msgs {
+		if answered[i] {
+			continue
+		}
+		next := now.Add(backoff(e.Attempts))
+		if next.UnixMilli() >= e.Deadline {
+			next = time.UnixMilli(e.Deadline) // a last look at the deadline
+		}
+		if rerr := n.store.Retry(e.ID, e.Attempts+1, next.UnixMilli(), err.Error()); rerr != nil && !errors.Is(rerr, store.ErrNotFound) {
+			n.log.Warn("outbox: record retry", "id", e.ID, "err", rerr)
+		}
+	}
+	n.log.Debug("direct message not delivered yet", "to", p, "messages", len(msgs), "err", err)
+	return false
+}
+
+func (o *outbox) kill(e store.Outgoing, at time.Time, reason string) {
+	if e.LastError != "" {
+		reason += "; last error: " + e.LastError
+	}
+	reason = fmt.Sprintf("%s (after %d attempts)", reason, e.Attempts)
+	if err := o.n.store.Kill(e.ID, reason, at.UnixMilli()); err != nil && !errors.Is(err, store.ErrNotFound) {
+		o.n.log.Warn("outbox: dead-letter", "id", e.ID, "err", err)
+		return
+	}
+	o.n.log.Info("direct message dead-lettered", "id", e.ID, "to", e.To, "reason", reason)
+}
+
+// backoff is the wait after the given number of failed attempts:
+// exponential from retryMin to retryMax, with ±20% jitter.
+func backoff(attempts int) time.Duration {
+	d := retryMin << min(attempts, 10)
+	d = min(d, retryMax)
+	return time.Duration(float64(d) * (0.8 + 0.4*mrand.Float64()))
+}
