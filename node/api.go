@@ -47,6 +47,11 @@ func (n *Node) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/calls/{id}/reply", n.handleReply)
 	mux.HandleFunc("POST /v1/calls/{id}/frames", n.handleFrames)
 	mux.HandleFunc("POST /v1/invoke", n.handleInvoke)
+	mux.HandleFunc("GET /v1/card", n.handleCard)
+	mux.HandleFunc("PUT /v1/card", n.handleSetCard)
+	mux.HandleFunc("GET /v1/peers/{peer}/card", n.handlePeerCard)
+	mux.HandleFunc("GET /v1/peers/{peer}/health", n.handlePeerHealth)
+	mux.HandleFunc("GET /v1/discover", n.handleDiscover)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if knownPath(mux, r) {
 			writeError(w, http.StatusMethodNotAllowed, api.CodeMethod, r.Method+" is not supported on "+r.URL.Path)

@@ -114,17 +114,21 @@ func (hs *handlers) capabilities() []api.Capability {
 	return out
 }
 
-// connections returns the number of handler connections.
-func (hs *handlers) connections() int {
+// capacity returns the number of handler connections and the calls they
+// take at once.
+func (hs *handlers) capacity() (conns, calls int) {
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
 	seen := make(map[*handlerConn]bool)
-	for _, conns := range hs.byName {
-		for _, c := range conns {
-			seen[c] = true
+	for _, cs := range hs.byName {
+		for _, c := range cs {
+			if !seen[c] {
+				seen[c] = true
+				calls += cap(c.slots)
+			}
 		}
 	}
-	return len(seen)
+	return len(seen), calls
 }
 
 // pick returns the least busy connection serving name, nil if none.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/weftmesh/weft/node/client"
 	"github.com/weftmesh/weft/protocol"
+	"github.com/weftmesh/weft/protocol/api"
 	"github.com/weftmesh/weft/store"
 )
 
@@ -39,6 +40,10 @@ type Config struct {
 	// SweepInterval is how often expired messages and those beyond
 	// retention are removed (0: store.DefaultSweepInterval).
 	SweepInterval time.Duration
+
+	// Card sets this node's agent card name, description and static
+	// capabilities (stored; empty fields keep the stored ones).
+	Card api.Card
 
 	// gater lets tests partition a mesh of nodes.
 	gater connmgr.ConnectionGater

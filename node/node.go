@@ -20,6 +20,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/weftmesh/weft/mesh"
+	"github.com/weftmesh/weft/mesh/agent"
 	"github.com/weftmesh/weft/mesh/call"
 	"github.com/weftmesh/weft/mesh/direct"
 	"github.com/weftmesh/weft/protocol"
@@ -40,6 +41,8 @@ type Node struct {
 	calls    *call.Service
 	handlers *handlers
 	outbox   *outbox
+	agent    *agent.Service
+	card     cardState
 	started  time.Time
 
 	cancel context.CancelFunc
@@ -109,6 +112,18 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	n.outbox = newOutbox(n)
 	n.mesh.OnPeerConnected(n.outbox.peerConnected)
+	if err := n.loadCard(); err != nil {
+		return nil, fmt.Errorf("agent card: %w", err)
+	}
+	n.agent, err = agent.New(h, n.mesh.Discovery(),
+		agent.WithCard(n.Card),
+		agent.WithHealth(n.Health),
+		agent.WithLogger(log.With("part", "agent")))
+	if err != nil {
+		return nil, err
+	}
+	n.handlers.onCaps = n.advertise
+	n.advertise()
 	spaces, err := st.Spaces()
 	if err != nil {
 		return nil, err
@@ -175,6 +190,9 @@ func (n *Node) Close() error {
 			n.ln.Close()
 		}
 		n.wg.Wait()
+		if n.agent != nil {
+			errs = append(errs, n.agent.Close())
+		}
 		if n.calls != nil {
 			errs = append(errs, n.calls.Close())
 		}

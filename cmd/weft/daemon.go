@@ -6,6 +6,8 @@ import (
 	"log/slog"
 
 	"github.com/weftmesh/weft/node"
+	"github.com/weftmesh/weft/protocol"
+	"github.com/weftmesh/weft/protocol/api"
 )
 
 func runDaemon(ctx context.Context, e *env, args []string) error {
@@ -20,6 +22,10 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 	keepAge := fs.Duration("keep-age", 0, "default retention: keep messages younger than this, e.g. 720h (0: no limit)")
 	syncEvery := fs.Duration("sync-interval", 0, "how often to sync each space with a random member (default 30s; negative: only on joins and gaps)")
 	syncWindow := fs.Duration("sync-window", 0, "fetch only history created this long ago or later, e.g. 168h (0: all history)")
+	name := fs.String("name", "", "this agent's name, for its agent card (kept)")
+	desc := fs.String("description", "", "what this agent does, for its agent card (kept)")
+	var caps stringList
+	fs.Var(&caps, "capability", "a capability this node offers, advertised in the DHT and on the LAN (repeatable; kept)")
 	if _, err := parse(fs, args, 0); err != nil {
 		return err
 	}
@@ -37,6 +43,13 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 	cfg.Retention.MaxAge = *keepAge
 	cfg.SyncInterval = *syncEvery
 	cfg.SyncWindow = *syncWindow
+	cfg.Card.Name, cfg.Card.Description = *name, *desc
+	for _, c := range caps {
+		if err := protocol.CheckName(c); err != nil {
+			return usageError{"--capability: " + err.Error()}
+		}
+		cfg.Card.Capabilities = append(cfg.Card.Capabilities, api.Capability{Name: c})
+	}
 	cfg.Logger = slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: lv}))
 	n, err := node.New(ctx, cfg)
 	if err != nil {

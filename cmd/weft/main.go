@@ -63,6 +63,9 @@ func commands() []command {
 		{"outbox", "[--dead] [--json]", "direct messages waiting for delivery, or (--dead) that could not be delivered", runOutbox},
 		{"invoke", "PEER NAME [--json INPUT] [--stream] [--timeout D] [--meta K=V]...", "call a peer's handler and print its result (or its deltas)", runInvoke},
 		{"handle", "NAME... --exec CMD [--concurrency N] [--description D]", "serve calls to NAME by running CMD (input on stdin, result on stdout)", runHandle},
+		{"discover", "CAPABILITY [--json] [--limit N] [--timeout D]", "find the peers that offer a capability, with their agent cards", runDiscover},
+		{"card", "[PEER] [--name N] [--description D] [--capability C]... [--json]", "show an agent card (this node's, or a peer's); set this node's", runCard},
+		{"health", "PEER [--json]", "a peer's heartbeat: status, load, round-trip time", runHealth},
 		{"version", "", "print the version", runVersion},
 	}
 }

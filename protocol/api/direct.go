@@ -135,14 +135,22 @@ type Capability struct {
 	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
 }
 
-// Card is an agent card. PUT /v1/card sets this node's name, description
-// and static capabilities; registered handlers add theirs.
+// Card is an agent card: a node's name, description and capabilities
+// (static ones, set with PUT /v1/card, and those of its handlers).
 type Card struct {
 	ID           string       `json:"id,omitempty"`
 	Name         string       `json:"name,omitempty"`
 	Description  string       `json:"description,omitempty"`
 	Version      string       `json:"version,omitempty"`
 	Capabilities []Capability `json:"capabilities"`
+}
+
+// CardUpdate is the body of PUT /v1/card: the fields given replace this
+// node's stored ones.
+type CardUpdate struct {
+	Name         *string       `json:"name,omitempty"`
+	Description  *string       `json:"description,omitempty"`
+	Capabilities *[]Capability `json:"capabilities,omitempty"`
 }
 
 // Provider is a peer that offers a capability.
