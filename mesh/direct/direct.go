@@ -9,7 +9,7 @@
 // it refuses the message (malformed, bad signature, expired, not addressed
 // to it, not sent by the stream's peer). A refused message is not stored,
 // and the stream stays usable; a frame that cannot be read (over the size
-// limit, truncated) gets an error ack and the stream is reset.
+// limit, truncated) gets an error ack and the stream is closed.
 //
 // Delivery is at least once on the wire and exactly once in the inbox: a
 // sender retries until it sees an ack, and the inbox drops duplicates by
@@ -87,8 +87,9 @@ func (s *Service) handle(st network.Stream) {
 		}
 		if err != nil {
 			s.cfg.log.Debug("direct: unreadable frame", "peer", from, "err", err)
+			// Answer, then stop reading: the deferred Close lets the
+			// answer through, where a reset could drop it.
 			s.ack(st, w, protocol.Errorf(protocol.CodeBadRequest, "unreadable frame: %v", err))
-			st.Reset()
 			return
 		}
 		st.SetReadDeadline(time.Time{})
