@@ -21,6 +21,7 @@ func TestDependencyRules(t *testing.T) {
 		{mod + "/node/client", []string{mod + "/node", mod + "/mesh", mod + "/store", "github.com/libp2p/", "github.com/dgraph-io/badger"}},
 		{mod + "/store", []string{mod + "/mesh", mod + "/node", "github.com/libp2p/go-libp2p/p2p/", "github.com/libp2p/go-libp2p-pubsub"}},
 		{mod + "/mesh", []string{mod + "/store", mod + "/node", "github.com/dgraph-io/badger"}},
+		{mod + "/mesh/agent", []string{mod + "/store", mod + "/node", "github.com/dgraph-io/badger"}},
 	}
 	for _, r := range rules {
 		out, err := exec.Command("go", "list", "-deps", r.pkg).Output()
