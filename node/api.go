@@ -38,6 +38,8 @@ func (n *Node) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/messages/{id}", n.handleMessage)
 	mux.HandleFunc("GET /v1/messages/{id}/thread", n.handleThread)
 	mux.HandleFunc("POST /v1/dm", n.handleDM)
+	mux.HandleFunc("POST /v1/dm/iacp", n.handleDMIACP)
+	mux.HandleFunc("GET /v1/messages/{id}/iacp", n.handleMessageIACP)
 	mux.HandleFunc("GET /v1/inbox", n.handleInbox)
 	mux.HandleFunc("GET /v1/inbox/events", n.handleInboxEvents)
 	mux.HandleFunc("GET /v1/outbox", n.handleOutbox)

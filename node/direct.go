@@ -67,6 +67,26 @@ func (n *Node) DM(ctx context.Context, req api.DMRequest) (*protocol.Message, ti
 	if err != nil {
 		return nil, time.Time{}, false, err
 	}
+	return n.sendDirect(ctx, to, d)
+}
+
+// DMIACP sends an IACP 1.x envelope as a direct message: it is imported
+// (protocol.ImportIACP: its message_id kept as meta iacp.id), signed by
+// this node and sent like DM.
+func (n *Node) DMIACP(ctx context.Context, envelope []byte) (*protocol.Message, time.Time, bool, error) {
+	imp, err := protocol.ImportIACP(envelope)
+	if err != nil {
+		return nil, time.Time{}, false, err
+	}
+	if imp.Recipient == n.mesh.ID() {
+		return nil, time.Time{}, false, badRequest{"recipient: that is this node"}
+	}
+	return n.sendDirect(ctx, imp.Recipient, imp.Draft)
+}
+
+// sendDirect signs d, puts it in the outbox and makes a first delivery
+// attempt.
+func (n *Node) sendDirect(ctx context.Context, to peer.ID, d protocol.Draft) (*protocol.Message, time.Time, bool, error) {
 	m, err := protocol.Sign(n.key, d, n.cfg.Limits)
 	if err != nil {
 		return nil, time.Time{}, false, err
@@ -77,7 +97,7 @@ func (n *Node) DM(ctx context.Context, req api.DMRequest) (*protocol.Message, ti
 	}
 	o := store.Outgoing{
 		ID: m.ID, To: to.String(), Raw: m.Encode(),
-		Created: d.CreatedAt.UnixMilli(), Deadline: deadline.UnixMilli(), NextTry: d.CreatedAt.UnixMilli(),
+		Created: time.Now().UnixMilli(), Deadline: deadline.UnixMilli(), NextTry: time.Now().UnixMilli(),
 	}
 	if _, err := n.store.Enqueue(o); err != nil {
 		return nil, time.Time{}, false, fmt.Errorf("outbox: %w", err)

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
@@ -17,6 +18,20 @@ func (n *Node) handleDM(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	m, deadline, delivered, err := n.DM(r.Context(), req)
+	n.answerDM(w, m, deadline, delivered, err)
+}
+
+// handleDMIACP serves POST /v1/dm/iacp: the body is an IACP 1.x envelope.
+func (n *Node) handleDMIACP(w http.ResponseWriter, r *http.Request) {
+	var raw json.RawMessage
+	if !decodeBody(w, r, protocol.MaxIACPSize, &raw) {
+		return
+	}
+	m, deadline, delivered, err := n.DMIACP(r.Context(), raw)
+	n.answerDM(w, m, deadline, delivered, err)
+}
+
+func (n *Node) answerDM(w http.ResponseWriter, m *protocol.Message, deadline time.Time, delivered bool, err error) {
 	if err != nil {
 		var bad badRequest
 		switch {
@@ -35,6 +50,37 @@ func (n *Node) handleDM(w http.ResponseWriter, r *http.Request) {
 		res.Status, status = "delivered", http.StatusCreated
 	}
 	writeJSON(w, status, res)
+}
+
+// handleMessageIACP serves GET /v1/messages/{id}/iacp: a direct message as
+// an IACP 1.x envelope.
+func (n *Node) handleMessageIACP(w http.ResponseWriter, r *http.Request) {
+	id, err := protocol.ParseID(r.PathValue("id"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, protocol.Code(err), err.Error())
+		return
+	}
+	e, err := n.store.Get(id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		writeError(w, http.StatusNotFound, api.CodeNotFound, "no message "+id.String())
+		return
+	case err != nil:
+		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, err.Error())
+		return
+	}
+	m, err := protocol.Decode(e.Raw, protocol.DefaultLimits())
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, err.Error())
+		return
+	}
+	b, err := protocol.ExportIACP(m)
+	if err != nil {
+		writeError(w, http.StatusUnprocessableEntity, api.CodeInvalid, "not exportable as IACP (only direct messages are): "+err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(append(b, '\n'))
 }
 
 func (n *Node) handleInbox(w http.ResponseWriter, r *http.Request) {

@@ -310,3 +310,63 @@ func readAck(r *bufio.Reader, a *protocol.DirectAck) error {
 	}
 	return json.Unmarshal(b, a)
 }
+
+// TestDMIACP: an IACP envelope sent through the API reaches the recipient
+// as a signed direct message keeping the IACP message ID, and exports back
+// to IACP with the same fields.
+func TestDMIACP(t *testing.T) {
+	ctx := t.Context()
+	_, ca, b, cb := pair(t)
+	now := time.Now().UTC().Truncate(time.Second)
+	env := fmt.Sprintf(`{"version":"1.0","message_id":"019dfc9f-6dc0-7a1b-ac3d-4e5f60718293",
+		"correlation_id":"019dfc9f-6dc0-7a1b-ac3d-4e5f60718294",
+		"sender":{"agent_id":"builder"},"recipient":{"agent_id":%q,"channel":"query"},
+		"timestamp":%q,"ttl_seconds":600,
+		"message":{"type":"request","intent":"review","payload":{"pr":42}}}`, b.ID(), now.Format(time.RFC3339))
+	res, err := ca.DMIACP(ctx, []byte(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != "delivered" || res.Message.Meta["iacp.id"] != "019dfc9f-6dc0-7a1b-ac3d-4e5f60718293" || res.Message.Type != "request" || res.Message.TTL != 600 {
+		t.Fatalf("result %+v", res)
+	}
+	page, err := cb.Inbox(ctx, "", 0)
+	if err != nil || len(page.Messages) != 1 {
+		t.Fatalf("inbox %+v, %v", page, err)
+	}
+	out, err := cb.MessageIACP(ctx, page.Messages[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back struct {
+		MessageID     string `json:"message_id"`
+		CorrelationID string `json:"correlation_id"`
+		TTL           int64  `json:"ttl_seconds"`
+		Recipient     struct {
+			AgentID string `json:"agent_id"`
+			Channel string `json:"channel"`
+		} `json:"recipient"`
+		Message struct {
+			Type, Intent string
+			Payload      json.RawMessage
+		} `json:"message"`
+	}
+	if err := json.Unmarshal(out, &back); err != nil {
+		t.Fatal(err)
+	}
+	if back.MessageID != "019dfc9f-6dc0-7a1b-ac3d-4e5f60718293" || back.CorrelationID != "019dfc9f-6dc0-7a1b-ac3d-4e5f60718294" ||
+		back.TTL != 600 || back.Recipient.AgentID != b.ID().String() || back.Recipient.Channel != "query" ||
+		back.Message.Type != "request" || back.Message.Intent != "review" || string(back.Message.Payload) != `{"pr":42}` {
+		t.Fatalf("export %s", out)
+	}
+	// A bad envelope is refused with a clear error, nothing queued.
+	if _, err := ca.DMIACP(ctx, []byte(`{"version":"1.0"}`)); !client.IsCode(err, "malformed") {
+		t.Fatalf("bad envelope: %v", err)
+	}
+	if _, err := ca.DMIACP(ctx, []byte(`not json`)); !client.IsCode(err, api.CodeBadRequest) {
+		t.Fatalf("not JSON: %v", err)
+	}
+	if out, _ := ca.Outbox(ctx, ""); len(out) != 0 {
+		t.Fatalf("outbox %v", out)
+	}
+}

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"os"
 	"time"
 
 	"github.com/weftmesh/weft/protocol/api"
@@ -105,4 +107,43 @@ func runOutbox(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintf(e.stdout, "%s  to %s  %s\n", o.ID, o.To, status)
 	}
 	return nil
+}
+
+func runIACP(ctx context.Context, e *env, args []string) error {
+	fs := e.flags("iacp")
+	asJSON := fs.Bool("json", false, "send: print the result as JSON")
+	pos, err := parse(fs, args, 2)
+	if err != nil {
+		return err
+	}
+	c := e.client()
+	switch pos[0] {
+	case "send":
+		var b []byte
+		if pos[1] == "-" {
+			b, err = io.ReadAll(io.LimitReader(os.Stdin, 8<<20))
+		} else {
+			b, err = os.ReadFile(pos[1])
+		}
+		if err != nil {
+			return err
+		}
+		res, err := c.DMIACP(ctx, b)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return printJSON(e.stdout, res)
+		}
+		fmt.Fprintf(e.stdout, "%s %s\n", res.Message.ID, res.Status)
+		return nil
+	case "show":
+		b, err := c.MessageIACP(ctx, pos[1])
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(e.stdout, "%s\n", b)
+		return err
+	}
+	return usageError{fmt.Sprintf("iacp %q: want send FILE|- or show ID", pos[0])}
 }

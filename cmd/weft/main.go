@@ -61,6 +61,7 @@ func commands() []command {
 		{"dm", "PEER (--text TEXT | --json OBJECT) [--kind K] [--reply-to ID] [--ttl D] [--meta K=V]...", "send a direct message (queued and retried until delivered or its TTL ends)", runDM},
 		{"inbox", "[--after CURSOR] [--limit N] [--follow] [--json]", "direct messages received (replay, then follow with --follow)", runInbox},
 		{"outbox", "[--dead] [--json]", "direct messages waiting for delivery, or (--dead) that could not be delivered", runOutbox},
+		{"iacp", "(send FILE|- | show ID) [--json]", "send an IACP 1.x envelope as a direct message; show a direct message as one", runIACP},
 		{"invoke", "PEER NAME [--json INPUT] [--stream] [--timeout D] [--meta K=V]...", "call a peer's handler and print its result (or its deltas)", runInvoke},
 		{"handle", "NAME... --exec CMD [--concurrency N] [--description D]", "serve calls to NAME by running CMD (input on stdin, result on stdout)", runHandle},
 		{"discover", "CAPABILITY [--json] [--limit N] [--timeout D]", "find the peers that offer a capability, with their agent cards", runDiscover},

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -63,4 +64,19 @@ func pageQuery(after string, limit int) string {
 		return ""
 	}
 	return "?" + q.Encode()
+}
+
+// DMIACP sends an IACP 1.x JSON envelope as a direct message to its
+// recipient (a peer ID); its message_id is kept as meta "iacp.id".
+func (c *Client) DMIACP(ctx context.Context, envelope []byte) (api.DMResult, error) {
+	var out api.DMResult
+	err := c.do(ctx, http.MethodPost, "/v1/dm/iacp", json.RawMessage(envelope), &out)
+	return out, err
+}
+
+// MessageIACP returns a direct message as an IACP 1.x JSON envelope.
+func (c *Client) MessageIACP(ctx context.Context, id string) ([]byte, error) {
+	var out json.RawMessage
+	err := c.do(ctx, http.MethodGet, "/v1/messages/"+url.PathEscape(id)+"/iacp", nil, &out)
+	return out, err
 }
