@@ -1,7 +1,9 @@
 package client
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"encoding/json"
 	"net/http"
 	"net/url"
@@ -69,9 +71,17 @@ func pageQuery(after string, limit int) string {
 // DMIACP sends an IACP 1.x JSON envelope as a direct message to its
 // recipient (a peer ID); its message_id is kept as meta "iacp.id".
 func (c *Client) DMIACP(ctx context.Context, envelope []byte) (api.DMResult, error) {
+	resp, err := c.sendBody(ctx, http.MethodPost, "/v1/dm/iacp", bytes.NewReader(envelope),
+		http.Header{"Content-Type": {"application/json"}})
+	if err != nil {
+		return api.DMResult{}, err
+	}
+	defer resp.Body.Close()
 	var out api.DMResult
-	err := c.do(ctx, http.MethodPost, "/v1/dm/iacp", json.RawMessage(envelope), &out)
-	return out, err
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		return out, fmt.Errorf("decode answer: %w", err)
+	}
+	return out, nil
 }
 
 // MessageIACP returns a direct message as an IACP 1.x JSON envelope.
