@@ -53,8 +53,11 @@ func (n *Node) draft(space protocol.ID, req api.SendRequest) (protocol.Draft, er
 		CreatedAt: time.Now(),
 		Type:      req.Type,
 		TTL:       time.Duration(req.TTL) * time.Second,
-		Meta:      req.Meta,
+		Meta:      protocol.StripLocal(req.Meta), // local keys never leave this node
 		Content:   req.Content,
+	}
+	if err := protocol.ValidateMeta(req.Meta); err != nil {
+		return d, badRequest{err.Error()}
 	}
 	if d.Type == "" {
 		d.Type = "text"
