@@ -37,6 +37,24 @@ import (
 //	                   the newest messages were deleted (see lastSeq).
 //	s id             → JSON space record
 //	p peer-id        → JSON peer record
+//
+// The outbox (see outbox.go): direct messages waiting for delivery and the
+// dead letters that were not delivered in time. An ID is in at most one of
+// the two; its wire bytes stay under w while it moves between them.
+//
+//	o id             → outbox record (see encodeOutgoing)
+//	u next id        → empty; the outbox in next-try order (next as
+//	                   putTime), read by Due from the start up to now
+//	v n to next id   → empty; the same per recipient (n: one byte, the
+//	                   length of to), read by Pending(to)
+//	w id n           → chunk n (one byte) of the wire bytes of outgoing
+//	                   message id, at most dataChunkSize each; the outbox or
+//	                   dead-letter record holds the total length
+//	k id             → dead-letter record (see encodeDeadLetter)
+//	l seq            → id; dead letters in the order they died, read by
+//	                   DeadLetters' cursors
+//	g                → 8-byte BE: the last dead-letter seq allocated, so that
+//	                   seqs are never reused, even after deletes and a reopen
 const (
 	prefixMessage byte = 'm'
 	prefixData    byte = 'd'
@@ -50,6 +68,14 @@ const (
 	prefixSeqMark byte = 'q'
 	prefixSpace   byte = 's'
 	prefixPeer    byte = 'p'
+
+	prefixOutbox     byte = 'o'
+	prefixOutboxDue  byte = 'u'
+	prefixOutboxTo   byte = 'v'
+	prefixOutboxRaw  byte = 'w'
+	prefixDead       byte = 'k'
+	prefixDeadOrder  byte = 'l'
+	prefixDeadSeqMax byte = 'g'
 )
 
 const (
@@ -158,3 +184,64 @@ func peerKey(id string) []byte {
 	copy(k[1:], id)
 	return k
 }
+
+func outboxKey(id protocol.ID) []byte { return idKey(prefixOutbox, id) }
+func deadKey(id protocol.ID) []byte   { return idKey(prefixDead, id) }
+
+func outboxRawKey(id protocol.ID, chunk int) []byte {
+	return append(idKey(prefixOutboxRaw, id), byte(chunk))
+}
+
+const dueKeySize = 1 + timeSize + protocol.IDSize
+
+func dueKey(next int64, id protocol.ID) []byte {
+	b := make([]byte, dueKeySize)
+	b[0] = prefixOutboxDue
+	putTime(b[1:], next)
+	copy(b[1+timeSize:], id[:])
+	return b
+}
+
+// recipientPrefix returns the prefix of the recipient index keys of to,
+// which is at most MaxRecipientSize bytes long.
+func recipientPrefix(to string) []byte {
+	b := make([]byte, 2+len(to), 2+len(to)+timeSize+protocol.IDSize)
+	b[0] = prefixOutboxTo
+	b[1] = byte(len(to))
+	copy(b[2:], to)
+	return b
+}
+
+func recipientKey(to string, next int64, id protocol.ID) []byte {
+	b := recipientPrefix(to)
+	b = b[:len(b)+timeSize]
+	putTime(b[len(b)-timeSize:], next)
+	return append(b, id[:]...)
+}
+
+// nextTryKeyParts returns the next-try time and ID that end a due or
+// recipient index key whose prefix (everything before them) is prefixLen
+// bytes long.
+func nextTryKeyParts(b []byte, prefixLen int) (int64, protocol.ID, bool) {
+	if len(b) != prefixLen+timeSize+protocol.IDSize {
+		return 0, protocol.ID{}, false
+	}
+	return readTime(b[prefixLen:]), protocol.ID(b[prefixLen+timeSize:]), true
+}
+
+func deadOrderKey(seq uint64) []byte {
+	b := make([]byte, 1+seqSize)
+	b[0] = prefixDeadOrder
+	binary.BigEndian.PutUint64(b[1:], seq)
+	return b
+}
+
+// deadOrderKeySeq returns the sequence number of a dead-letter order key.
+func deadOrderKeySeq(b []byte) (uint64, bool) {
+	if len(b) != 1+seqSize || b[0] != prefixDeadOrder {
+		return 0, false
+	}
+	return binary.BigEndian.Uint64(b[1:]), true
+}
+
+func deadSeqMaxKey() []byte { return []byte{prefixDeadSeqMax} }

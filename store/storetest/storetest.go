@@ -59,6 +59,16 @@ func Run(t *testing.T, open Opener) {
 		{"RetentionAge", testRetentionAge},
 		{"SetRetention", testSetRetention},
 		{"SweepBacklog", testSweepBacklog},
+		{"OutboxEnqueue", testOutboxEnqueue},
+		{"OutboxDue", testOutboxDue},
+		{"OutboxRetry", testOutboxRetry},
+		{"OutboxDelivered", testOutboxDelivered},
+		{"OutboxKill", testOutboxKill},
+		{"DeadLetterPaging", testDeadLetterPaging},
+		{"OutboxModel", testOutboxModel},
+		{"OutboxKillAtomic", testOutboxKillAtomic},
+		{"OutboxConcurrent", testOutboxConcurrent},
+		{"OutboxClosed", testOutboxClosed},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open) })
