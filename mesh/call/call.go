@@ -55,6 +55,8 @@ type Service struct {
 	handler Handler
 	cfg     config
 	slots   chan struct{} // one per call in flight
+	mu      sync.Mutex    // guards closed and wg.Add against Close's wg.Wait
+	closed  bool
 	wg      sync.WaitGroup
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -82,6 +84,9 @@ func New(h host.Host, handler Handler, opts ...Option) (*Service, error) {
 // them to end.
 func (s *Service) Close() error {
 	s.h.RemoveStreamHandler(protocol.CallProtocol)
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
 	s.cancel()
 	s.wg.Wait()
 	return nil
@@ -91,12 +96,15 @@ func (s *Service) Close() error {
 func (s *Service) Active() int { return len(s.slots) }
 
 func (s *Service) serve(st network.Stream) {
-	s.wg.Add(1)
-	defer s.wg.Done()
-	if s.ctx.Err() != nil {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
 		st.Reset()
 		return
 	}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	defer s.wg.Done()
 	c := &Call{From: st.Conn().RemotePeer(), st: st, w: bufio.NewWriter(st)}
 	r := bufio.NewReader(st)
 	st.SetReadDeadline(time.Now().Add(s.cfg.timeout))
@@ -104,7 +112,9 @@ func (s *Service) serve(st network.Stream) {
 	st.SetReadDeadline(time.Time{})
 	if err != nil {
 		c.Fail(protocol.Errorf(protocol.CodeBadRequest, "unreadable request: %v", err))
-		st.Reset()
+		// Close, not reset: a reset discards the error frame the caller
+		// has not read yet.
+		st.Close()
 		return
 	}
 	if err := checkRequest(&c.Request, s.cfg.limits.MaxSize); err != nil {
@@ -139,7 +149,11 @@ func (s *Service) serve(st network.Stream) {
 	stop := context.AfterFunc(ctx, func() { st.Reset() }) // unblocks writes to a caller that left
 	s.handler.ServeCall(ctx, c)
 	if !c.done {
-		c.Fail(protocol.Errorf(protocol.CodeInternal, "handler ended without an answer"))
+		e := protocol.Errorf(protocol.CodeInternal, "handler ended without an answer")
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			e = ctxError(ctx)
+		}
+		c.Fail(e)
 	}
 	stopped := stop()
 	if stopped {
@@ -279,7 +293,7 @@ func (s *Service) Call(ctx context.Context, to peer.ID, req protocol.CallRequest
 		}
 		return nil, protocol.Errorf(protocol.CodeUnreachable, "%s: send request: %v", to, err)
 	}
-	cs := &Stream{ctx: ctx, st: st, r: bufio.NewReaderSize(st, 64<<10), limit: s.cfg.frameLimit()}
+	cs := &Stream{ctx: ctx, st: st, r: bufio.NewReader(st), limit: s.cfg.frameLimit(), deadline: req.Deadline}
 	cs.stop = context.AfterFunc(ctx, func() { st.Reset() })
 	return cs, nil
 }
@@ -317,6 +331,9 @@ type Stream struct {
 	seq   uint64
 	done  bool
 	err   error
+	// deadline is the request's (Unix ms, 0 = none): the callee ends the
+	// call then, by resetting the stream.
+	deadline int64
 }
 
 // Next returns the next frame. After the final or error frame it returns
@@ -329,9 +346,19 @@ func (cs *Stream) Next() (*protocol.CallFrame, error) {
 	if cs.err != nil {
 		return nil, cs.err
 	}
-	var f protocol.CallFrame
-	if err := frame.ReadJSON(cs.r, cs.limit, &f); err != nil {
+	if err := cs.ctx.Err(); err != nil { // not the frames still buffered
 		return nil, cs.fail(err)
+	}
+	b, err := frame.Read(cs.r, cs.limit)
+	if errors.Is(err, frame.ErrTooLarge) {
+		err = protocol.Errorf(protocol.CodeBadRequest, "%v", err)
+	}
+	if err != nil {
+		return nil, cs.fail(err)
+	}
+	var f protocol.CallFrame
+	if err := json.Unmarshal(b, &f); err != nil {
+		return nil, cs.fail(protocol.Errorf(protocol.CodeBadRequest, "bad frame: %v", err))
 	}
 	if err := checkFrame(&f, cs.seq); err != nil {
 		return nil, cs.fail(err)
@@ -371,6 +398,10 @@ func (cs *Stream) fail(err error) error {
 		cs.err = ctxError(cs.ctx)
 	case errors.As(err, new(*protocol.CallError)):
 		cs.err = err
+	case cs.deadline > 0 && time.Now().UnixMilli() >= cs.deadline:
+		// The callee reset the stream at the request's deadline, which
+		// may come before ctx's own (or ctx has none).
+		cs.err = protocol.Errorf(protocol.CodeDeadline, "deadline exceeded")
 	default:
 		cs.err = protocol.Errorf(protocol.CodeUnreachable, "call stream broke: %v", err)
 	}
@@ -411,4 +442,3 @@ func ErrorOf(err error) *protocol.CallError {
 	}
 	return protocol.Errorf(protocol.CodeInternal, "%v", err)
 }
-

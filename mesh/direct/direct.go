@@ -88,7 +88,9 @@ func (s *Service) handle(st network.Stream) {
 		if err != nil {
 			s.cfg.log.Debug("direct: unreadable frame", "peer", from, "err", err)
 			// Answer, then stop reading: the deferred Close lets the
-			// answer through, where a reset could drop it.
+			// answer through, where a reset could drop it. The write
+			// deadline set for the last ack may have passed.
+			st.SetWriteDeadline(time.Now().Add(s.cfg.timeout))
 			s.ack(st, w, protocol.Errorf(protocol.CodeBadRequest, "unreadable frame: %v", err))
 			return
 		}
