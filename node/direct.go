@@ -105,6 +105,11 @@ func (n *Node) sendDirect(ctx context.Context, to peer.ID, d protocol.Draft) (*p
 	wctx, cancel := context.WithTimeout(ctx, sendWait)
 	defer cancel()
 	delivered := n.outbox.flush(wctx, to)
+	if !delivered[m.ID] {
+		// The loop may be asleep for up to outboxPoll: have it plan the
+		// retry the failed attempt just scheduled.
+		n.outbox.wake()
+	}
 	return m, deadline, delivered[m.ID], nil
 }
 

@@ -5,9 +5,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"io"
 	"encoding/json"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"testing"
@@ -78,7 +78,6 @@ func TestDMRequestResponse(t *testing.T) {
 		t.Fatalf("spaces %v after DMs", sp)
 	}
 }
-
 
 func TestDMBadInput(t *testing.T) {
 	ctx := t.Context()

@@ -157,8 +157,11 @@ func (c *Client) Serve(ctx context.Context, req api.HandlerRequest, fn HandlerFu
 				return nil
 			}
 			call := *ev.Call
+			// One context per call, cancelled when it ends (a second one
+			// would stay registered with ctx until Serve returns).
 			cctx, stop := context.WithCancel(ctx)
 			if !call.Deadline.IsZero() {
+				stop()
 				cctx, stop = context.WithDeadline(ctx, call.Deadline)
 			}
 			mu.Lock()
