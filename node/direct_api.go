@@ -55,18 +55,8 @@ func (n *Node) answerDM(w http.ResponseWriter, m *protocol.Message, deadline tim
 // handleMessageIACP serves GET /v1/messages/{id}/iacp: a direct message as
 // an IACP 1.x envelope.
 func (n *Node) handleMessageIACP(w http.ResponseWriter, r *http.Request) {
-	id, err := protocol.ParseID(r.PathValue("id"))
-	if err != nil {
-		writeError(w, http.StatusBadRequest, protocol.Code(err), err.Error())
-		return
-	}
-	e, err := n.store.Get(id)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		writeError(w, http.StatusNotFound, api.CodeNotFound, "no message "+id.String())
-		return
-	case err != nil:
-		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, err.Error())
+	e, ok := n.storedMessage(w, r)
+	if !ok {
 		return
 	}
 	m, err := protocol.Decode(e.Raw, protocol.DefaultLimits())

@@ -238,19 +238,29 @@ func (n *Node) readPage(w http.ResponseWriter, r *http.Request, space protocol.I
 	writeJSON(w, http.StatusOK, page)
 }
 
-func (n *Node) handleMessage(w http.ResponseWriter, r *http.Request) {
+// storedMessage resolves the {id} path value to a stored message, or
+// answers 400, 404 or 503.
+func (n *Node) storedMessage(w http.ResponseWriter, r *http.Request) (store.Entry, bool) {
 	id, err := protocol.ParseID(r.PathValue("id"))
 	if err != nil {
 		writeError(w, http.StatusBadRequest, protocol.Code(err), err.Error())
-		return
+		return store.Entry{}, false
 	}
 	e, err := n.store.Get(id)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		writeError(w, http.StatusNotFound, api.CodeNotFound, "no message "+id.String())
-		return
+		return store.Entry{}, false
 	case err != nil:
 		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, err.Error())
+		return store.Entry{}, false
+	}
+	return e, true
+}
+
+func (n *Node) handleMessage(w http.ResponseWriter, r *http.Request) {
+	e, ok := n.storedMessage(w, r)
+	if !ok {
 		return
 	}
 	m, err := n.entryMessage(e)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/weftmesh/weft/mesh/internal/frame"
 	"github.com/weftmesh/weft/protocol"
 )
 
@@ -37,47 +38,20 @@ func writeFrame(w io.Writer, b []byte) error {
 	return err
 }
 
-// readFrame reads one frame of at most limit bytes. A frame announcing more
-// is refused before anything of its body is read.
+// readFrame reads one frame of at most limit bytes, with errors in the
+// protocol's terms. A frame announcing more is refused before anything of
+// its body is read.
 func readFrame(r *bufio.Reader, limit int) ([]byte, error) {
-	n, err := readLen(r)
-	if err != nil {
-		return nil, err
+	b, err := frame.Read(r, limit)
+	switch {
+	case err == nil:
+		return b, nil
+	case errors.Is(err, frame.ErrTooLarge):
+		return nil, fmt.Errorf("%w: %v", protocol.ErrTooLarge, err)
+	case errors.Is(err, frame.ErrMalformed):
+		return nil, fmt.Errorf("%w: frame length overflows 64 bits", protocol.ErrMalformed)
 	}
-	if n > uint64(limit) {
-		return nil, fmt.Errorf("%w: frame of %d bytes exceeds %d", protocol.ErrTooLarge, n, limit)
-	}
-	b := make([]byte, n)
-	if _, err := io.ReadFull(r, b); err != nil {
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
-		}
-		return nil, fmt.Errorf("frame of %d bytes: %w", n, err)
-	}
-	return b, nil
-}
-
-// readLen reads a frame's uvarint length. Unlike binary.ReadUvarint it
-// tells a malformed length from a failed read.
-func readLen(r io.ByteReader) (uint64, error) {
-	var x uint64
-	for i := range binary.MaxVarintLen64 {
-		c, err := r.ReadByte()
-		if err != nil {
-			if i > 0 && errors.Is(err, io.EOF) {
-				err = io.ErrUnexpectedEOF
-			}
-			return 0, fmt.Errorf("frame length: %w", err)
-		}
-		if c < 0x80 {
-			if i == binary.MaxVarintLen64-1 && c > 1 {
-				break
-			}
-			return x | uint64(c)<<(7*i), nil
-		}
-		x |= uint64(c&0x7f) << (7 * i)
-	}
-	return 0, fmt.Errorf("%w: frame length overflows 64 bits", protocol.ErrMalformed)
+	return nil, fmt.Errorf("frame: %w", err)
 }
 
 // errorAnswer encodes an error answer.

@@ -12,8 +12,11 @@ import (
 	"io"
 )
 
-// ErrTooLarge is returned by Read for a frame longer than its limit.
-var ErrTooLarge = errors.New("frame too large")
+// Errors of Read beside the reader's own.
+var (
+	ErrTooLarge  = errors.New("frame too large")                // longer than the limit
+	ErrMalformed = errors.New("frame length overflows 64 bits") // a malformed uvarint
+)
 
 // Write writes one frame to w. w is buffered: the caller flushes.
 func Write(w *bufio.Writer, b []byte) error {
@@ -39,12 +42,12 @@ func WriteJSON(w *bufio.Writer, v any) error {
 // inside one. The buffer grows as bytes arrive, so a length alone reserves
 // nothing.
 func Read(r *bufio.Reader, limit int) ([]byte, error) {
-	n, err := binary.ReadUvarint(r)
+	n, err := readLen(r)
 	if err != nil {
-		return nil, err // io.EOF only when no byte of the length was read
+		return nil, err
 	}
 	if n > uint64(limit) {
-		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, n, limit)
+		return nil, fmt.Errorf("%w: %d bytes exceeds the limit of %d", ErrTooLarge, n, limit)
 	}
 	var buf bytes.Buffer
 	if _, err := io.CopyN(&buf, r, int64(n)); err != nil {
@@ -66,4 +69,28 @@ func ReadJSON(r *bufio.Reader, limit int, v any) error {
 		return fmt.Errorf("bad frame: %w", err)
 	}
 	return nil
+}
+
+// readLen reads a frame's uvarint length. Unlike binary.ReadUvarint it
+// tells a malformed length from a failed read, and a clean end (io.EOF
+// before any byte) from a cut one.
+func readLen(r io.ByteReader) (uint64, error) {
+	var x uint64
+	for i := range binary.MaxVarintLen64 {
+		c, err := r.ReadByte()
+		if err != nil {
+			if i > 0 && errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return 0, err
+		}
+		if c < 0x80 {
+			if i == binary.MaxVarintLen64-1 && c > 1 {
+				break
+			}
+			return x | uint64(c)<<(7*i), nil
+		}
+		x |= uint64(c&0x7f) << (7 * i)
+	}
+	return 0, ErrMalformed
 }
