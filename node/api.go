@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -92,7 +93,9 @@ func knownPath(mux *http.ServeMux, r *http.Request) bool {
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false) // agents' JSON is shown as it was signed
+	_ = enc.Encode(v)
 }
 
 func writeError(w http.ResponseWriter, status int, code, msg string) {
@@ -199,4 +202,16 @@ func (n *Node) entryMessage(e store.Entry) (api.Message, error) {
 		return api.Message{}, fmt.Errorf("stored message %s: %w", e.ID, err)
 	}
 	return apiMessage(m, e.Cursor), nil
+}
+
+// marshal is json.Marshal without HTML escaping: agents' JSON stays as it
+// was signed.
+func marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }

@@ -40,8 +40,34 @@ type handlerConn struct {
 	names  []string
 	caps   []api.Capability
 	slots  chan struct{}         // calls in flight on this connection
-	events chan api.HandlerEvent // to the connection's stream
+	events chan api.HandlerEvent // calls, to the connection's stream
 	done   chan struct{}         // closed when the connection goes away
+
+	// Cancellations are never dropped: they wait here for the writer,
+	// which is woken through cancelled.
+	cancelMu  sync.Mutex
+	cancels   []string
+	cancelled chan struct{} // capacity 1
+}
+
+// cancel queues a cancel event for call id without blocking.
+func (hc *handlerConn) cancel(id string) {
+	hc.cancelMu.Lock()
+	hc.cancels = append(hc.cancels, id)
+	hc.cancelMu.Unlock()
+	select {
+	case hc.cancelled <- struct{}{}:
+	default:
+	}
+}
+
+// takeCancels returns and clears the queued cancellations.
+func (hc *handlerConn) takeCancels() []string {
+	hc.cancelMu.Lock()
+	defer hc.cancelMu.Unlock()
+	ids := hc.cancels
+	hc.cancels = nil
+	return ids
 }
 
 // servedCall is a call being served by an agent through the API.
@@ -219,10 +245,7 @@ func (hs *handlers) ServeCall(ctx context.Context, c *call.Call) {
 	case <-hc.done:
 		sc.end(protocol.Errorf(protocol.CodeHandlerFailed, "the handler went away before answering"))
 	case <-ctx.Done():
-		select { // tell the handler, without waiting on it
-		case hc.events <- api.HandlerEvent{Type: "cancel", ID: sc.id}:
-		default:
-		}
+		hc.cancel(sc.id) // tell the handler, without waiting on it
 		sc.end(ctxFailure(ctx))
 	}
 }
@@ -234,6 +257,7 @@ func (sc *servedCall) end(e *protocol.CallError) {
 	if !sc.finished {
 		sc.finished = true
 		sc.c.Fail(e)
+		close(sc.answered)
 	}
 }
 

@@ -55,11 +55,12 @@ func (n *Node) handleRegister(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	hc := &handlerConn{
-		names:  req.Names,
-		caps:   req.Capabilities,
-		slots:  make(chan struct{}, conc),
-		events: make(chan api.HandlerEvent, handlerEventBuffer),
-		done:   make(chan struct{}),
+		names:     req.Names,
+		caps:      req.Capabilities,
+		slots:     make(chan struct{}, conc),
+		events:    make(chan api.HandlerEvent, handlerEventBuffer),
+		done:      make(chan struct{}),
+		cancelled: make(chan struct{}, 1),
 	}
 	n.handlers.register(hc)
 	defer n.handlers.unregister(hc)
@@ -70,6 +71,7 @@ func (n *Node) handleRegister(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	bw := bufio.NewWriter(w)
 	enc := json.NewEncoder(bw)
+	enc.SetEscapeHTML(false)
 	send := func(ev api.HandlerEvent) bool {
 		_ = rc.SetWriteDeadline(time.Now().Add(eventWriteWait))
 		return enc.Encode(ev) == nil
@@ -88,6 +90,15 @@ func (n *Node) handleRegister(w http.ResponseWriter, r *http.Request) {
 			}
 			for len(hc.events) > 0 { // batch what is queued into one flush
 				if !send(<-hc.events) {
+					return
+				}
+			}
+			if !flush() {
+				return
+			}
+		case <-hc.cancelled:
+			for _, id := range hc.takeCancels() {
+				if !send(api.HandlerEvent{Type: "cancel", ID: id}) {
 					return
 				}
 			}
@@ -137,6 +148,7 @@ func (n *Node) handleReply(w http.ResponseWriter, r *http.Request) {
 	}
 	var rep api.Reply
 	if !decodeBody(w, r, int64(n.cfg.Limits.MaxSize)+maxSmallBody, &rep) {
+		sc.end(protocol.Errorf(protocol.CodeHandlerFailed, "the handler's reply could not be read"))
 		return
 	}
 	if rep.Kind == "" {
@@ -146,6 +158,7 @@ func (n *Node) handleReply(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if rep.Kind != protocol.FrameFinal && rep.Kind != protocol.FrameError {
+		sc.end(protocol.Errorf(protocol.CodeHandlerFailed, "the handler sent a reply of kind %q", rep.Kind))
 		writeError(w, http.StatusBadRequest, api.CodeBadRequest, "a reply is final or error; stream deltas with POST /v1/calls/{id}/frames")
 		return
 	}
@@ -323,6 +336,7 @@ func (n *Node) handleInvoke(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	bw := bufio.NewWriterSize(w, 32<<10)
 	enc := json.NewEncoder(bw)
+	enc.SetEscapeHTML(false)
 	for {
 		f, err := cs.Next()
 		if err == io.EOF {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
@@ -30,7 +31,11 @@ const (
 	// sendWait bounds how long POST /v1/dm waits for the first attempt.
 	sendWait = 5 * time.Second
 	// outboxBatch is how many messages one attempt sends to one peer.
-	outboxBatch = 256
+	outboxBatch = 64
+	// outboxDue is how many due messages one scan looks at.
+	outboxDue = 512
+	// outboxMinWait is the shortest wait between scans.
+	outboxMinWait = 100 * time.Millisecond
 	// outboxPoll is the longest the outbox loop sleeps between scans.
 	outboxPoll = 5 * time.Second
 )
@@ -190,7 +195,8 @@ type outbox struct {
 	connected chan peer.ID // recipients that just connected
 
 	mu       sync.Mutex
-	inflight map[peer.ID]*sync.Mutex // one delivery attempt per peer at a time
+	inflight map[peer.ID]chan struct{} // one delivery attempt per peer at a time (capacity 1)
+	wg       sync.WaitGroup            // flushes started by scan
 }
 
 func newOutbox(n *Node) *outbox {
@@ -198,20 +204,41 @@ func newOutbox(n *Node) *outbox {
 		n:         n,
 		kick:      make(chan struct{}, 1),
 		connected: make(chan peer.ID, 64),
-		inflight:  make(map[peer.ID]*sync.Mutex),
+		inflight:  make(map[peer.ID]chan struct{}),
 	}
 }
 
-func (o *outbox) lock(p peer.ID) func() {
+// lock takes p's delivery slot, waiting until ctx ends (wait false: not
+// at all); it reports whether it did. unlock gives it back.
+func (o *outbox) lock(ctx context.Context, p peer.ID, wait bool) bool {
 	o.mu.Lock()
 	l, ok := o.inflight[p]
 	if !ok {
-		l = new(sync.Mutex)
+		l = make(chan struct{}, 1)
 		o.inflight[p] = l
 	}
 	o.mu.Unlock()
-	l.Lock()
-	return l.Unlock
+	if !wait {
+		select {
+		case l <- struct{}{}:
+			return true
+		default:
+			return false
+		}
+	}
+	select {
+	case l <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (o *outbox) unlock(p peer.ID) {
+	o.mu.Lock()
+	l := o.inflight[p]
+	o.mu.Unlock()
+	<-l
 }
 
 // wake makes the loop scan now.
@@ -234,8 +261,7 @@ func (o *outbox) peerConnected(p peer.ID, _ []ma.Multiaddr) {
 
 // run delivers due messages until ctx ends.
 func (o *outbox) run(ctx context.Context) {
-	var wg sync.WaitGroup
-	defer wg.Wait()
+	defer o.wg.Wait()
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
@@ -244,7 +270,7 @@ func (o *outbox) run(ctx context.Context) {
 			return
 		case p := <-o.connected:
 			if q, err := o.n.store.Pending(p.String(), 1); err == nil && len(q) > 0 {
-				wg.Go(func() { o.flush(ctx, p) })
+				o.wg.Go(func() { o.flush(ctx, p) })
 			}
 			continue
 		case <-t.C:
@@ -261,11 +287,12 @@ func (o *outbox) run(ctx context.Context) {
 	}
 }
 
-// scan attempts every due message, grouped by recipient, and returns how
-// long to wait before the next scan.
+// scan starts a delivery attempt for each recipient with due messages
+// that has none in flight (one slow recipient holds up no other), and
+// returns how long to wait before the next scan.
 func (o *outbox) scan(ctx context.Context) time.Duration {
 	now := time.Now().UnixMilli()
-	due, err := o.n.store.Due(now, 4096)
+	due, err := o.n.store.Due(now, outboxDue)
 	if err != nil {
 		if ctx.Err() == nil {
 			o.n.log.Warn("outbox scan", "err", err)
@@ -276,33 +303,35 @@ func (o *outbox) scan(ctx context.Context) time.Duration {
 	for _, e := range due {
 		peers[e.To] = true
 	}
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 8)
 	for s := range peers {
 		p, err := peer.Decode(s)
-		if err != nil {
-			continue
+		if err != nil || !o.lock(ctx, p, false) {
+			continue // in flight already
 		}
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			o.flush(ctx, p)
-		}()
+		o.wg.Go(func() {
+			defer o.unlock(p)
+			o.flushLocked(ctx, p)
+		})
 	}
-	wg.Wait()
 	wait := outboxPoll
 	if rest, err := o.n.store.Pending("", 1); err == nil && len(rest) == 1 {
-		wait = min(wait, max(time.Duration(rest[0].NextTry-time.Now().UnixMilli())*time.Millisecond, 10*time.Millisecond))
+		wait = min(wait, max(time.Duration(rest[0].NextTry-time.Now().UnixMilli())*time.Millisecond, outboxMinWait))
 	}
 	return wait
 }
 
 // flush makes one delivery attempt of everything queued for p, due or not,
-// and returns the IDs p acknowledged.
+// once no other attempt for p is in flight (or not at all if ctx ends
+// first), and returns the IDs p acknowledged.
 func (o *outbox) flush(ctx context.Context, p peer.ID) map[protocol.ID]bool {
-	defer o.lock(p)()
+	if !o.lock(ctx, p, true) {
+		return nil
+	}
+	defer o.unlock(p)
+	return o.flushLocked(ctx, p)
+}
+
+func (o *outbox) flushLocked(ctx context.Context, p peer.ID) map[protocol.ID]bool {
 	delivered := make(map[protocol.ID]bool)
 	for {
 		pending, err := o.n.store.Pending(p.String(), outboxBatch)
@@ -335,6 +364,7 @@ func (o *outbox) attempt(ctx context.Context, p peer.ID, msgs []store.Outgoing, 
 	err := n.mesh.Dial(dctx, p)
 	cancel()
 	answered := make([]bool, len(msgs))
+	var transient *protocol.CallError // a refusal worth retrying
 	if err == nil {
 		raws := make([][]byte, len(msgs))
 		for i, e := range msgs {
@@ -344,6 +374,11 @@ func (o *outbox) attempt(ctx context.Context, p peer.ID, msgs []store.Outgoing, 
 			answered[i] = true
 			e := msgs[i]
 			if refusal != nil {
+				if !permanent(refusal) {
+					answered[i] = false // retried like an unreachable peer
+					transient = refusal
+					return
+				}
 				o.kill(e, time.Now(), "refused by recipient: "+refusal.Error())
 				return
 			}
@@ -353,6 +388,9 @@ func (o *outbox) attempt(ctx context.Context, p peer.ID, msgs []store.Outgoing, 
 			delivered[e.ID] = true
 			n.log.Debug("direct message delivered", "id", e.ID, "to", p, "attempts", e.Attempts+1)
 		})
+	}
+	if err == nil && transient != nil {
+		err = transient
 	}
 	if err == nil {
 		return true
@@ -392,4 +430,11 @@ func backoff(attempts int) time.Duration {
 	d := retryMin << min(attempts, 10)
 	d = min(d, retryMax)
 	return time.Duration(float64(d) * (0.8 + 0.4*mrand.Float64()))
+}
+
+// permanent reports whether a recipient's refusal will not change on a
+// retry: the message itself is bad. A recipient that could not store it,
+// or whose clock is behind the sender's, may take it later.
+func permanent(refusal *protocol.CallError) bool {
+	return refusal.Code == protocol.CodeRefused && !strings.HasPrefix(refusal.Message, "clock_skew")
 }

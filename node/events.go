@@ -1,7 +1,6 @@
 package node
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -74,7 +73,7 @@ func (n *Node) streamEvents(w http.ResponseWriter, r *http.Request, space protoc
 				n.log.Warn("event stream", "err", err)
 				continue
 			}
-			data, err := json.Marshal(m)
+			data, err := marshal(m)
 			if err != nil {
 				continue
 			}

@@ -55,7 +55,7 @@ type CallRequest struct {
 	Name     string            `json:"name"`
 	Input    json.RawMessage   `json:"input,omitempty"` // a JSON value; null when absent
 	Meta     map[string]string `json:"meta,omitempty"`
-	Deadline int64             `json:"deadline,omitempty"` // Unix ms; 0 = the callee's default
+	Deadline int64             `json:"deadline,omitempty"` // Unix ms by the caller's clock; 0 = none
 	Stream   bool              `json:"stream,omitempty"`   // the caller wants started/delta…/final
 }
 

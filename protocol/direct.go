@@ -127,18 +127,20 @@ func Inherit(parent, own map[string]string, child bool) map[string]string {
 	return out
 }
 
-// ValidateMeta checks meta that an agent supplies: keys non-empty and
-// printable, at most 64 keys, 256-byte keys and 4 KiB values.
+// ValidateMeta checks meta that an agent supplies against the limits a
+// signed message has (DefaultLimits): at most 64 keys, keys non-empty and
+// printable, keys and values at most 1 KiB.
 func ValidateMeta(meta map[string]string) error {
-	if len(meta) > 64 {
-		return fmt.Errorf("%w: %d meta keys, at most 64", ErrMalformed, len(meta))
+	lim := DefaultLimits()
+	if len(meta) > lim.MaxMeta {
+		return fmt.Errorf("%w: %d meta keys, at most %d", ErrMalformed, len(meta), lim.MaxMeta)
 	}
 	for k, v := range meta {
-		if k == "" || len(k) > 256 || strings.ContainsFunc(k, func(r rune) bool { return r < 0x21 || r == 0x7f }) {
+		if k == "" || len(k) > lim.MaxMetaLen || strings.ContainsFunc(k, func(r rune) bool { return r < 0x21 || r == 0x7f }) {
 			return fmt.Errorf("%w: bad meta key %q", ErrMalformed, truncate(k, 80))
 		}
-		if len(v) > 4096 {
-			return fmt.Errorf("%w: meta %q is %d bytes, at most 4096", ErrMalformed, truncate(k, 80), len(v))
+		if len(v) > lim.MaxMetaLen {
+			return fmt.Errorf("%w: meta %q is %d bytes, at most %d", ErrMalformed, truncate(k, 80), len(v), lim.MaxMetaLen)
 		}
 	}
 	return nil

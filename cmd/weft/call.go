@@ -143,7 +143,7 @@ func (h *execHandler) serve(ctx context.Context, c api.IncomingCall, send func(j
 	start := time.Now()
 	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", h.cmd)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
+	cmd.Cancel = func() error { killGroup(cmd.Process.Pid); return nil }
 	cmd.WaitDelay = 2 * time.Second
 	input := []byte(c.Input)
 	if len(input) == 0 {
@@ -209,15 +209,29 @@ func (h *execHandler) runStream(cmd *exec.Cmd, send func(json.RawMessage) error)
 			continue
 		}
 		if sendErr = send(asJSON(line)); sendErr != nil {
-			syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
 			break
 		}
+	}
+	if sendErr == nil {
+		sendErr = sc.Err() // e.g. a line over the limit
+	}
+	if sendErr != nil {
+		// Stop the handler, and keep its pipe drained so it can exit.
+		killGroup(cmd.Process.Pid)
+		io.Copy(io.Discard, stdout)
 	}
 	werr := cmd.Wait()
 	if sendErr != nil {
 		return sendErr
 	}
 	return werr
+}
+
+// killGroup stops a handler's process group: SIGTERM now, SIGKILL to
+// whatever is left two seconds later.
+func killGroup(pid int) {
+	syscall.Kill(-pid, syscall.SIGTERM)
+	time.AfterFunc(2*time.Second, func() { syscall.Kill(-pid, syscall.SIGKILL) })
 }
 
 // asJSON returns b if it is JSON, else b as {"text": b}; nothing is null.

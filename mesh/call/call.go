@@ -57,6 +57,7 @@ type Service struct {
 	slots   chan struct{} // one per call in flight
 	mu      sync.Mutex    // guards closed and wg.Add against Close's wg.Wait
 	closed  bool
+	perPeer map[peer.ID]int // calls in flight per caller
 	wg      sync.WaitGroup
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -74,7 +75,7 @@ func New(h host.Host, handler Handler, opts ...Option) (*Service, error) {
 			c.Fail(protocol.Errorf(protocol.CodeNoHandler, "%s serves no calls", h.ID()))
 		})
 	}
-	s := &Service{h: h, handler: handler, cfg: cfg, slots: make(chan struct{}, cfg.maxCalls)}
+	s := &Service{h: h, handler: handler, cfg: cfg, slots: make(chan struct{}, cfg.maxCalls), perPeer: make(map[peer.ID]int)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	h.SetStreamHandler(protocol.CallProtocol, s.serve)
 	return s, nil
@@ -112,8 +113,12 @@ func (s *Service) serve(st network.Stream) {
 	st.SetReadDeadline(time.Time{})
 	if err != nil {
 		c.Fail(protocol.Errorf(protocol.CodeBadRequest, "unreadable request: %v", err))
-		// Close, not reset: a reset discards the error frame the caller
-		// has not read yet.
+		// Not a reset, which discards the error frame the caller has not
+		// read yet; and keep reading for a while, so a caller still
+		// writing its request is not stalled by flow control.
+		st.CloseWrite()
+		st.SetReadDeadline(time.Now().Add(s.cfg.timeout))
+		io.Copy(io.Discard, io.LimitReader(r, 2*int64(s.cfg.requestLimit())))
 		st.Close()
 		return
 	}
@@ -130,6 +135,12 @@ func (s *Service) serve(st network.Stream) {
 		st.Close()
 		return
 	}
+	if !s.enterPeer(c.From) {
+		c.Fail(protocol.Errorf(protocol.CodeOverloaded, "%d calls in flight from %s", s.cfg.maxPerPeer, c.From))
+		st.Close()
+		return
+	}
+	defer s.leavePeer(c.From)
 
 	ctx, cancel := context.WithCancelCause(s.ctx)
 	defer cancel(nil)
@@ -160,6 +171,26 @@ func (s *Service) serve(st network.Stream) {
 		st.Close()
 	}
 	<-watch
+}
+
+// enterPeer counts a call from p, unless p has maxPerPeer in flight
+// already (so one peer cannot take every slot).
+func (s *Service) enterPeer(p peer.ID) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.perPeer[p] >= s.cfg.maxPerPeer {
+		return false
+	}
+	s.perPeer[p]++
+	return true
+}
+
+func (s *Service) leavePeer(p peer.ID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.perPeer[p]--; s.perPeer[p] <= 0 {
+		delete(s.perPeer, p)
+	}
 }
 
 // errCallerGone is the cancellation cause when the caller goes away.
@@ -282,20 +313,20 @@ func (s *Service) Call(ctx context.Context, to peer.ID, req protocol.CallRequest
 		}
 		return nil, protocol.Errorf(protocol.CodeUnreachable, "%s: %v", to, err)
 	}
+	stop := context.AfterFunc(ctx, func() { st.Reset() }) // also while the request is written
 	w := bufio.NewWriter(st)
 	if err := frame.WriteJSON(w, req); err == nil {
 		err = w.Flush()
 	}
 	if err != nil {
+		stop()
 		st.Reset()
 		if ctx.Err() != nil {
 			return nil, ctxError(ctx)
 		}
 		return nil, protocol.Errorf(protocol.CodeUnreachable, "%s: send request: %v", to, err)
 	}
-	cs := &Stream{ctx: ctx, st: st, r: bufio.NewReader(st), limit: s.cfg.frameLimit(), deadline: req.Deadline}
-	cs.stop = context.AfterFunc(ctx, func() { st.Reset() })
-	return cs, nil
+	return &Stream{ctx: ctx, st: st, r: bufio.NewReader(st), limit: s.cfg.frameLimit(), deadline: req.Deadline, stop: stop}, nil
 }
 
 // Invoke makes a unary call and returns its final frame, or the call's

@@ -12,6 +12,8 @@ const (
 	// DefaultMaxCalls bounds the calls served at once; more are refused
 	// with overloaded.
 	DefaultMaxCalls = 1024
+	// DefaultMaxPerPeer bounds the calls one peer has in flight here.
+	DefaultMaxPerPeer = 64
 	// DefaultTimeout bounds reading a request.
 	DefaultTimeout = 10 * time.Second
 )
@@ -23,13 +25,14 @@ const metaRoom = 512 << 10
 type Option func(*config) error
 
 type config struct {
-	limits   protocol.Limits
-	maxCalls int
-	timeout  time.Duration
+	limits     protocol.Limits
+	maxCalls   int
+	maxPerPeer int
+	timeout    time.Duration
 }
 
 func newConfig(opts []Option) (config, error) {
-	c := config{limits: protocol.DefaultLimits(), maxCalls: DefaultMaxCalls, timeout: DefaultTimeout}
+	c := config{limits: protocol.DefaultLimits(), maxCalls: DefaultMaxCalls, maxPerPeer: DefaultMaxPerPeer, timeout: DefaultTimeout}
 	for _, o := range opts {
 		if err := o(&c); err != nil {
 			return config{}, err
@@ -70,6 +73,17 @@ func WithTimeout(d time.Duration) Option {
 			return errors.New("call: timeout must be positive")
 		}
 		c.timeout = d
+		return nil
+	}
+}
+
+// WithMaxPerPeer bounds the calls one peer may have in flight at once.
+func WithMaxPerPeer(n int) Option {
+	return func(c *config) error {
+		if n <= 0 {
+			return errors.New("call: max calls per peer must be positive")
+		}
+		c.maxPerPeer = n
 		return nil
 	}
 }

@@ -133,13 +133,15 @@ var ErrNotStream = errors.New("not a stream call")
 // daemon has registered the handler.
 func (c *Client) Serve(ctx context.Context, req api.HandlerRequest, fn HandlerFunc, ready func()) error {
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	var (
 		mu      sync.Mutex
 		running = make(map[string]context.CancelFunc)
 		wg      sync.WaitGroup
 	)
-	defer wg.Wait()
+	defer func() {
+		cancel() // the stream is over: stop the calls still running, then wait for them
+		wg.Wait()
+	}()
 	return c.Handlers(ctx, req, func(ev api.HandlerEvent) error {
 		switch ev.Type {
 		case "ready":
@@ -199,7 +201,11 @@ func (c *Client) serveOne(ctx context.Context, call api.IncomingCall, fn Handler
 	actx := context.WithoutCancel(ctx)
 	if !call.Stream {
 		out, meta, err := fn(ctx, call, func(json.RawMessage) error { return ErrNotStream })
-		_ = c.Reply(actx, call.ID, answer(out, meta, err))
+		if rerr := c.Reply(actx, call.ID, answer(out, meta, err)); rerr != nil && !IsCode(rerr, "cancelled") && !IsCode(rerr, "unknown_call") {
+			// The answer was refused (too large, not JSON): fail the call
+			// rather than leave the caller waiting for its deadline.
+			_ = c.Reply(actx, call.ID, api.Reply{Kind: "error", Error: &api.ErrorBody{Code: "handler_failed", Message: "the handler's answer was refused: " + rerr.Error()}})
+		}
 		return
 	}
 	pr, pw := io.Pipe()
@@ -213,6 +219,7 @@ func (c *Client) serveOne(ctx context.Context, call api.IncomingCall, fn Handler
 		done <- err
 	}()
 	enc := json.NewEncoder(pw)
+	enc.SetEscapeHTML(false)
 	send := func(d json.RawMessage) error {
 		return enc.Encode(api.Reply{Kind: "delta", Output: d})
 	}

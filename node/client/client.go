@@ -111,7 +111,7 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 func (c *Client) send(ctx context.Context, method, path string, in any, hdr http.Header) (*http.Response, error) {
 	var body io.Reader
 	if in != nil {
-		b, err := json.Marshal(in)
+		b, err := marshal(in)
 		if err != nil {
 			return nil, fmt.Errorf("encode request: %w", err)
 		}
@@ -252,4 +252,16 @@ func (c *Client) Thread(ctx context.Context, id string, up bool, depth int) (api
 	}
 	var t api.Thread
 	return t, c.do(ctx, http.MethodGet, "/v1/messages/"+url.PathEscape(id)+"/thread?"+q.Encode(), nil, &t)
+}
+
+// marshal is json.Marshal without HTML escaping, so content reaches the
+// daemon (and its signature) as the agent wrote it.
+func marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }

@@ -28,13 +28,17 @@ func Write(w *bufio.Writer, b []byte) error {
 	return err
 }
 
-// WriteJSON writes v, JSON-encoded, as one frame.
+// WriteJSON writes v, JSON-encoded, as one frame. Agents' JSON is passed
+// on as it came: '<', '>' and '&' are not escaped (which would make frames
+// up to six times larger than the sizes checked).
 func WriteJSON(w *bufio.Writer, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
 		return err
 	}
-	return Write(w, b)
+	return Write(w, bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
 }
 
 // Read reads one frame of at most limit bytes. It returns io.EOF when the
