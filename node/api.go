@@ -215,3 +215,18 @@ func marshal(v any) ([]byte, error) {
 	}
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
+
+// writeSendError answers a failed send: a request the daemon cannot turn
+// into a message (badRequest) with badStatus and badCode, a message that
+// fails validation with its protocol code, anything else with 503.
+func writeSendError(w http.ResponseWriter, err error, badStatus int, badCode string) {
+	var bad badRequest
+	switch {
+	case errors.As(err, &bad):
+		writeError(w, badStatus, badCode, err.Error())
+	case protocol.IsInvalid(err):
+		writeProtocolError(w, err)
+	default:
+		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, err.Error())
+	}
+}

@@ -33,15 +33,7 @@ func (n *Node) handleDMIACP(w http.ResponseWriter, r *http.Request) {
 
 func (n *Node) answerDM(w http.ResponseWriter, m *protocol.Message, deadline time.Time, delivered bool, err error) {
 	if err != nil {
-		var bad badRequest
-		switch {
-		case errors.As(err, &bad):
-			writeError(w, http.StatusBadRequest, api.CodeBadRequest, err.Error())
-		case protocol.IsInvalid(err):
-			writeProtocolError(w, err)
-		default:
-			writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, err.Error())
-		}
+		writeSendError(w, err, http.StatusBadRequest, api.CodeBadRequest)
 		return
 	}
 	res := api.DMResult{Message: apiMessage(m, 0), Status: "queued", Deadline: deadline.UTC()}

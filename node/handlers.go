@@ -189,15 +189,7 @@ func (n *Node) handleSend(w http.ResponseWriter, r *http.Request) {
 	}
 	m, e, err := n.Send(r.Context(), sp.ID, req)
 	if err != nil {
-		var bad badRequest
-		switch {
-		case errors.As(err, &bad):
-			writeError(w, http.StatusUnprocessableEntity, api.CodeInvalid, err.Error())
-		case protocol.IsInvalid(err):
-			writeProtocolError(w, err)
-		default:
-			writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, err.Error())
-		}
+		writeSendError(w, err, http.StatusUnprocessableEntity, api.CodeInvalid)
 		return
 	}
 	writeJSON(w, http.StatusCreated, apiMessage(m, e.Cursor))

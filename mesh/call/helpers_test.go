@@ -6,10 +6,8 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
-	"net"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,10 +17,10 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
-	"github.com/libp2p/go-libp2p/core/peerstore"
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/weftmesh/weft/mesh/internal/frame"
+	"github.com/weftmesh/weft/mesh/internal/meshtest"
 	"github.com/weftmesh/weft/protocol"
 )
 
@@ -143,37 +141,12 @@ func mustJSON(tb testing.TB, v any) json.RawMessage {
 }
 
 // refusingAddr returns a loopback TCP address nothing listens on.
-func refusingAddr(tb testing.TB) ma.Multiaddr {
-	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	if err := l.Close(); err != nil {
-		tb.Fatal(err)
-	}
-	a, err := ma.NewMultiaddr("/ip4/127.0.0.1/tcp/" + strconv.Itoa(port))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return a
-}
+func refusingAddr(tb testing.TB) ma.Multiaddr { return meshtest.RefusingAddr(tb) }
 
 // absentPeer returns the ID of a peer that is not running, known to h at
 // addrs.
 func absentPeer(tb testing.TB, h host.Host, addrs ...ma.Multiaddr) peer.ID {
-	tb.Helper()
-	_, pub, err := crypto.GenerateEd25519Key(rand.Reader)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	id, err := peer.IDFromPublicKey(pub)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	h.Peerstore().AddAddrs(id, addrs, peerstore.TempAddrTTL)
-	return id
+	return meshtest.AbsentPeer(tb, h, addrs...)
 }
 
 // rawStream opens a call stream from a to b without the call client, for

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
-	"net"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -17,9 +16,9 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
-	"github.com/libp2p/go-libp2p/core/peerstore"
 	ma "github.com/multiformats/go-multiaddr"
 
+	"github.com/weftmesh/weft/mesh/internal/meshtest"
 	"github.com/weftmesh/weft/protocol"
 )
 
@@ -239,33 +238,12 @@ func rawStream(tb testing.TB, a, b host.Host) (network.Stream, *bufio.Reader, *b
 }
 
 // refusingAddr returns a loopback TCP address nothing listens on.
-func refusingAddr(tb testing.TB) ma.Multiaddr {
-	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	if err := l.Close(); err != nil {
-		tb.Fatal(err)
-	}
-	a, err := ma.NewMultiaddr("/ip4/127.0.0.1/tcp/" + strconv.Itoa(port))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return a
-}
+func refusingAddr(tb testing.TB) ma.Multiaddr { return meshtest.RefusingAddr(tb) }
 
 // absentPeer returns the ID of a peer that is not running, known to h at
 // addrs.
 func absentPeer(tb testing.TB, h host.Host, addrs ...ma.Multiaddr) peer.ID {
-	tb.Helper()
-	id, err := peer.IDFromPrivateKey(newKey(tb))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	h.Peerstore().AddAddrs(id, addrs, peerstore.TempAddrTTL)
-	return id
+	return meshtest.AbsentPeer(tb, h, addrs...)
 }
 
 // bufioRW buffers st both ways.
