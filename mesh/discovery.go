@@ -7,6 +7,8 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/weftmesh/weft/mesh/internal/advert"
 )
 
 // Discovery timing.
@@ -22,12 +24,6 @@ const (
 	findFastRounds = 6
 	findSlow       = time.Minute
 	findTimeout    = 30 * time.Second
-	// Advertising fails until the DHT has a peer; retry from advRetryMin,
-	// doubling up to advRetryMax.
-	advRetryMin = 2 * time.Second
-	advRetryMax = time.Minute
-	// advMaxWait caps the wait between successful advertisements.
-	advMaxWait = time.Hour
 )
 
 // findStart are the first waits of the rendezvous find loop: quick, since
@@ -113,29 +109,9 @@ func (m *Mesh) bootstrapLoop(ctx context.Context) {
 }
 
 // advertiseLoop keeps this node advertised under the rendezvous namespace
-// ns until ctx ends. Until the DHT has a peer, advertising fails; it retries
-// quietly.
+// ns until ctx ends.
 func (m *Mesh) advertiseLoop(ctx context.Context, ns string) {
-	retry := advRetryMin
-	for {
-		var wait time.Duration
-		ttl, err := m.disc.Advertise(ctx, ns)
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			m.log.Debug("rendezvous advertise failed; will retry", "ns", ns, "in", retry, "err", err)
-			wait = retry
-			retry = min(2*retry, advRetryMax)
-		} else {
-			m.log.Debug("advertised", "ns", ns, "ttl", ttl)
-			wait = min(7*ttl/8, advMaxWait)
-			retry = advRetryMin
-		}
-		if !sleep(ctx, wait) {
-			return
-		}
-	}
+	advert.Loop(ctx, m.disc, ns, m.log)
 }
 
 // findLoop looks up the members of rendezvous namespace ns and connects to
@@ -149,7 +125,7 @@ func (m *Mesh) findLoop(ctx context.Context, ns string) {
 		case round >= len(findStart)+findFastRounds:
 			wait = min(2*wait, findSlow)
 		}
-		if !sleep(ctx, wait) {
+		if !advert.Sleep(ctx, wait) {
 			return
 		}
 		m.findOnce(ctx, ns)
@@ -171,17 +147,5 @@ func (m *Mesh) findOnce(ctx context.Context, ns string) {
 			continue
 		}
 		wg.Go(func() { m.connectFound(ctx, ai, "rendezvous") })
-	}
-}
-
-// sleep waits for d or until ctx ends, reporting whether d elapsed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/weftmesh/weft/mesh/internal/meshtest"
 	"github.com/weftmesh/weft/protocol"
 )
 
@@ -108,16 +109,10 @@ func (r *recorder) ids() map[protocol.ID]bool {
 	return out
 }
 
-// waitFor polls cond until it holds or timeout passes.
-func waitFor(tb testing.TB, timeout time.Duration, what string, cond func() bool) {
+// waitFor polls cond until it holds, failing the test after d.
+func waitFor(tb testing.TB, d time.Duration, what string, cond func() bool) {
 	tb.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	meshtest.WaitFor(tb, d, what, cond)
 }
 
 func connected(a, b *Mesh) bool {

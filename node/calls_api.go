@@ -2,6 +2,7 @@ package node
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -246,20 +247,10 @@ func readLine(br *bufio.Reader, limit int) ([]byte, error) {
 			}
 			break
 		}
-		if len(trimSpace(line)) > 0 {
+		if len(bytes.TrimSpace(line)) > 0 {
 			return line, nil
 		}
 	}
-}
-
-func trimSpace(b []byte) []byte {
-	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t' || b[0] == '\r' || b[0] == '\n') {
-		b = b[1:]
-	}
-	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t' || b[len(b)-1] == '\r' || b[len(b)-1] == '\n') {
-		b = b[:len(b)-1]
-	}
-	return b
 }
 
 // writeReply writes a final or error frame; the response meta inherits

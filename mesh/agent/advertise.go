@@ -5,18 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 
+	"github.com/weftmesh/weft/mesh/internal/advert"
 	"github.com/weftmesh/weft/protocol"
-)
-
-// Advertising timing, as the mesh's for spaces: advertising fails until
-// the DHT has a peer; retry from advRetryMin, doubling up to advRetryMax.
-// A record is renewed at 7/8 of its TTL, and at least every advMaxWait.
-const (
-	advRetryMin = 2 * time.Second
-	advRetryMax = time.Minute
-	advMaxWait  = time.Hour
 )
 
 // maxAdvertised bounds the names one node advertises.
@@ -84,40 +75,5 @@ func (s *Service) Advertised() []string {
 // advertiseLoop keeps this node advertised as a provider of capability
 // name until ctx ends.
 func (s *Service) advertiseLoop(ctx context.Context, name string) {
-	ns := protocol.CapabilityNamespace(name)
-	retry := advRetryMin
-	for {
-		var wait time.Duration
-		ttl, err := s.disc.Advertise(ctx, ns)
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			s.cfg.log.Debug("agent: advertise failed; will retry", "capability", name, "in", retry, "err", err)
-			wait = retry
-			retry = min(2*retry, advRetryMax)
-		} else {
-			s.cfg.log.Debug("agent: advertised", "capability", name, "ttl", ttl)
-			wait = advMaxWait // a discovery that states no TTL
-			if ttl > 0 {
-				wait = max(min(7*ttl/8, advMaxWait), advRetryMin)
-			}
-			retry = advRetryMin
-		}
-		if !sleep(ctx, wait) {
-			return
-		}
-	}
-}
-
-// sleep waits for d or until ctx ends, reporting whether d elapsed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
+	advert.Loop(ctx, s.disc, protocol.CapabilityNamespace(name), s.cfg.log, "capability", name)
 }

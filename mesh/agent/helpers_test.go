@@ -24,6 +24,7 @@ import (
 
 	"github.com/weftmesh/weft/mesh"
 	"github.com/weftmesh/weft/mesh/agent"
+	"github.com/weftmesh/weft/mesh/internal/meshtest"
 	"github.com/weftmesh/weft/protocol"
 )
 
@@ -106,16 +107,10 @@ func newMesh(tb testing.TB, cfg mesh.Config, boot *mesh.Mesh) *mesh.Mesh {
 	return m
 }
 
-// waitFor polls cond until it holds or timeout passes.
-func waitFor(tb testing.TB, timeout time.Duration, what string, cond func() bool) {
+// waitFor polls cond until it holds, failing the test after d.
+func waitFor(tb testing.TB, d time.Duration, what string, cond func() bool) {
 	tb.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	meshtest.WaitFor(tb, d, what, cond)
 }
 
 // cardOf returns a card offering caps (the ID is filled in by the service).

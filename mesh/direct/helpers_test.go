@@ -214,13 +214,7 @@ func testCtx(tb testing.TB, d time.Duration) context.Context {
 // waitFor polls cond until it holds, failing the test after d.
 func waitFor(tb testing.TB, d time.Duration, what string, cond func() bool) {
 	tb.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	meshtest.WaitFor(tb, d, what, cond)
 }
 
 // rawStream opens a direct stream from a to b without Send.

@@ -7,6 +7,7 @@ import (
 	"net"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
@@ -47,4 +48,16 @@ func AbsentPeer(tb testing.TB, h host.Host, addrs ...ma.Multiaddr) peer.ID {
 	}
 	h.Peerstore().AddAddrs(id, addrs, peerstore.TempAddrTTL)
 	return id
+}
+
+// WaitFor polls cond every 10 ms until it holds, failing the test after d.
+func WaitFor(tb testing.TB, d time.Duration, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
