@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/weftmesh/weft/protocol"
-	"github.com/weftmesh/weft/protocol/api"
-	"github.com/weftmesh/weft/store"
 )
 
 // SSE tuning.
@@ -35,9 +33,8 @@ func (n *Node) streamEvents(w http.ResponseWriter, r *http.Request, space protoc
 	if id := r.Header.Get("Last-Event-ID"); id != "" {
 		from = id
 	}
-	after, err := store.ParseCursor(from)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, api.CodeBadCursor, "bad cursor "+strconv.Quote(from))
+	after, ok := n.after(w, space, from)
+	if !ok {
 		return
 	}
 	rc := http.NewResponseController(w)

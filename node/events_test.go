@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -94,3 +95,58 @@ func TestEventsReplayFollowResume(t *testing.T) {
 }
 
 var errStop = errors.New("stop")
+
+// TestAfterEnd: ?after=end reads and follows from the current end, in a
+// space and in the inbox.
+func TestAfterEnd(t *testing.T) {
+	_, c := startNode(t, nil)
+	ctx := t.Context()
+	if _, err := c.Join(ctx, "lab"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if _, err := c.SendText(ctx, "lab", fmt.Sprint("old ", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	page, err := c.Read(ctx, "lab", api.EndCursor, 10)
+	if err != nil || len(page.Messages) != 0 || page.Next == "" || page.Next == api.EndCursor {
+		t.Fatalf("read after end = %+v, %v; want no messages and the end's cursor", page, err)
+	}
+	if page, err := c.Inbox(ctx, api.EndCursor, 10); err != nil || len(page.Messages) != 0 || page.Next != "" {
+		t.Fatalf("inbox after end of an empty inbox = %+v, %v; want nothing and the start", page, err)
+	}
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	followed := make(chan api.Message, 10)
+	go c.Follow(fctx, "lab", api.EndCursor, func(m api.Message) error { followed <- m; return nil })
+	// The follower subscribes at some point while "new" messages are sent:
+	// the first it gets must be one of them, never an old one.
+	var sent []string
+	func() {
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		deadline := time.After(10 * time.Second)
+		for {
+			select {
+			case got := <-followed:
+				if !slices.Contains(sent, got.ID) {
+					t.Fatalf("followed %s (%s) after end, want one of the new messages", got.ID, got.Content)
+				}
+				return
+			case <-tick.C:
+				m, err := c.SendText(ctx, "lab", fmt.Sprint("new ", len(sent)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				sent = append(sent, m.ID)
+			case <-deadline:
+				t.Fatal("follow after end delivered nothing")
+			}
+		}
+	}()
+	page, err = c.Read(ctx, "lab", page.Next, 1000)
+	if err != nil || len(page.Messages) != len(sent) || page.Messages[0].ID != sent[0] {
+		t.Fatalf("read after the end's cursor = %d messages, %v; want only the %d new ones", len(page.Messages), err, len(sent))
+	}
+}

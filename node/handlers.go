@@ -201,12 +201,29 @@ func (n *Node) handleRead(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// after parses the cursor text s of space, writing the error answer if it
+// is malformed.
+func (n *Node) after(w http.ResponseWriter, space protocol.ID, s string) (store.Cursor, bool) {
+	if s == api.EndCursor {
+		c, err := n.store.End(space)
+		if err != nil {
+			writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, err.Error())
+			return 0, false
+		}
+		return c, true
+	}
+	c, err := store.ParseCursor(s)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, api.CodeBadCursor, "bad cursor "+strconv.Quote(s))
+		return 0, false
+	}
+	return c, true
+}
+
 // readPage answers a page of a space (or of the inbox) after ?after=.
 func (n *Node) readPage(w http.ResponseWriter, r *http.Request, space protocol.ID) {
-	q := r.URL.Query()
-	after, err := store.ParseCursor(q.Get("after"))
-	if err != nil {
-		writeError(w, http.StatusBadRequest, api.CodeBadCursor, "bad cursor "+strconv.Quote(q.Get("after")))
+	after, ok := n.after(w, space, r.URL.Query().Get("after"))
+	if !ok {
 		return
 	}
 	limit, ok := pageLimit(w, r)

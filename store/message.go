@@ -707,3 +707,18 @@ func containsID(ids []protocol.ID, id protocol.ID) bool {
 	}
 	return false
 }
+
+// End returns the cursor after the last message stored in space so far:
+// reading after it returns only messages stored later. It is the zero
+// Cursor (the start) when space has never held a message.
+func (s *Store) End(space protocol.ID) (Cursor, error) {
+	if err := s.enter(); err != nil {
+		return 0, err
+	}
+	defer s.leave()
+	seq, err := s.lastSeq(space)
+	if err != nil {
+		return 0, fmt.Errorf("store: end of %s: %w", space, err)
+	}
+	return Cursor(seq), nil
+}

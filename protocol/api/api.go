@@ -103,6 +103,11 @@ type Message struct {
 	Raw       []byte            `json:"raw,omitempty"`    // wire encoding, when asked for
 }
 
+// EndCursor is the ?after= value that names the current end of a space (or
+// the inbox): a page read after it is empty and its Next is the cursor of
+// the end, and events followed after it are only those stored from then on.
+const EndCursor = "end"
+
 // Page is the answer of GET /v1/spaces/{space}/messages.
 type Page struct {
 	Messages []Message `json:"messages"`

@@ -35,6 +35,7 @@ func Run(t *testing.T, open Opener) {
 		{"ReadOrder", testReadOrder},
 		{"Paging", testPaging},
 		{"ReadAfterLast", testReadAfterLast},
+		{"End", testEnd},
 		{"ReadUnknownSpace", testReadUnknownSpace},
 		{"ReadBadLimit", testReadBadLimit},
 		{"SpacesAreSeparate", testSpacesAreSeparate},
@@ -346,6 +347,37 @@ func testReadAfterLast(t *testing.T, open Opener) {
 	es, next, err := s.Read(sp, cur, 10)
 	if err != nil || len(es) != 1 || es[0].ID != m.ID || next != es[0].Cursor {
 		t.Errorf("Read after a new Put = %v, %d, %v; want [%s]", ids(es), next, err, m.ID)
+	}
+}
+
+func testEnd(t *testing.T, open Opener) {
+	s := open(t, store.Options{})
+	sp, other := ID("space"), ID("other")
+	if end, err := s.End(sp); err != nil || end != 0 {
+		t.Fatalf("End of an empty space = %d, %v; want the start", end, err)
+	}
+	putN(t, s, sp, "m", 5)
+	putN(t, s, other, "o", 2)
+	es, last, err := s.Read(sp, 0, 10)
+	if err != nil || len(es) != 5 {
+		t.Fatalf("Read = %d entries, %v", len(es), err)
+	}
+	end, err := s.End(sp)
+	if err != nil || end != last {
+		t.Fatalf("End = %d, %v; want the cursor of the last message, %d", end, err, last)
+	}
+	if es, _, err := s.Read(sp, end, 10); err != nil || len(es) != 0 {
+		t.Fatalf("Read after End = %d entries, %v; want none", len(es), err)
+	}
+	// Only what is stored later is read after End.
+	m := Msg(sp, "later")
+	MustPut(t, s, m)
+	es, _, err = s.Read(sp, end, 10)
+	if err != nil || len(es) != 1 || es[0].ID != m.ID {
+		t.Fatalf("Read after End, after a Put = %v, %v; want [%s]", ids(es), err, m.ID)
+	}
+	if end2, err := s.End(sp); err != nil || end2 != es[0].Cursor {
+		t.Fatalf("End after a Put = %d, %v; want %d", end2, err, es[0].Cursor)
 	}
 }
 
