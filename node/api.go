@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 
+	weftmcp "github.com/weftmesh/weft/node/mcp"
 	"github.com/weftmesh/weft/protocol"
 	"github.com/weftmesh/weft/protocol/api"
 	"github.com/weftmesh/weft/store"
@@ -55,6 +56,7 @@ func (n *Node) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/peers/{peer}/card", n.handlePeerCard)
 	mux.HandleFunc("GET /v1/peers/{peer}/health", n.handlePeerHealth)
 	mux.HandleFunc("GET /v1/discover", n.handleDiscover)
+	mux.Handle(weftmcp.Path, n.mcpHandler())
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if knownPath(mux, r) {
 			writeError(w, http.StatusMethodNotAllowed, api.CodeMethod, r.Method+" is not supported on "+r.URL.Path)

@@ -45,6 +45,14 @@ type Config struct {
 	// capabilities (stored; empty fields keep the stored ones).
 	Card api.Card
 
+	// MCPListen, when set, also serves MCP (streamable HTTP at /mcp) on
+	// this loopback TCP address (host:port; port 0 picks one), behind a
+	// bearer token. The Unix socket always serves MCP at /mcp.
+	MCPListen string
+	// MCPToken is that endpoint's bearer token; empty: a random one. Either
+	// way it is written to <home>/mcp.token (mode 0600) at start.
+	MCPToken string
+
 	// gater lets tests partition a mesh of nodes.
 	gater connmgr.ConnectionGater
 }
@@ -72,6 +80,11 @@ func (c Config) Validate() error {
 	}
 	if c.SyncWindow < 0 {
 		return fmt.Errorf("config: negative sync window %v", c.SyncWindow)
+	}
+	if c.MCPListen != "" {
+		if err := checkLoopback(c.MCPListen); err != nil {
+			return fmt.Errorf("config: %w", err)
+		}
 	}
 	switch c.DHTMode {
 	case "server", "client", "auto":

@@ -37,6 +37,9 @@ type Node struct {
 	api   *http.Server
 	ln    net.Listener
 
+	mcpSrv *http.Server // MCP on loopback TCP, when configured
+	mcpLn  net.Listener
+
 	direct   *direct.Service
 	calls    *call.Service
 	handlers *handlers
@@ -148,6 +151,11 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
+	if cfg.MCPListen != "" {
+		if err := n.listenMCP(bg); err != nil {
+			return nil, err
+		}
+	}
 	n.ln, err = listenSocket(cfg.SocketPath())
 	if err != nil {
 		return nil, err
@@ -188,6 +196,13 @@ func (n *Node) Close() error {
 		}
 		if n.ln != nil {
 			n.ln.Close()
+		}
+		if n.mcpSrv != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			if err := n.mcpSrv.Shutdown(ctx); err != nil {
+				n.mcpSrv.Close()
+			}
+			cancel()
 		}
 		n.wg.Wait()
 		if n.agent != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 
 	"github.com/weftmesh/weft/node"
 	"github.com/weftmesh/weft/protocol"
@@ -24,6 +25,7 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 	syncWindow := fs.Duration("sync-window", 0, "fetch only history created this long ago or later, e.g. 168h (0: all history)")
 	name := fs.String("name", "", "this agent's name, for its agent card (kept)")
 	desc := fs.String("description", "", "what this agent does, for its agent card (kept)")
+	mcpListen := fs.String("mcp-listen", "", "also serve MCP (streamable HTTP at /mcp) on this loopback address, e.g. 127.0.0.1:7777, behind a bearer token ($WEFT_MCP_TOKEN, else a random one; written to <home>/mcp.token)")
 	var caps stringList
 	fs.Var(&caps, "capability", "a capability this node offers, advertised in the DHT and on the LAN (repeatable; kept)")
 	if _, err := parse(fs, args, 0); err != nil {
@@ -44,6 +46,7 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 	cfg.SyncInterval = *syncEvery
 	cfg.SyncWindow = *syncWindow
 	cfg.Card.Name, cfg.Card.Description = *name, *desc
+	cfg.MCPListen, cfg.MCPToken = *mcpListen, os.Getenv("WEFT_MCP_TOKEN")
 	for _, c := range caps {
 		if err := protocol.CheckName(c); err != nil {
 			return usageError{"--capability: " + err.Error()}

@@ -153,6 +153,7 @@ const (
 	CodeInvalid       = "invalid"       // 422: well-formed but not acceptable
 	CodeUnavailable   = "unavailable"   // 503
 	CodeForbidden     = "forbidden"     // 403: browser-origin request
+	CodeUnauthorized  = "unauthorized"  // 401: the MCP endpoint's token is missing or wrong
 	CodeMethod        = "method_not_allowed"
 	CodeConnectFailed = "connect_failed" // 502: the peer could not be reached
 )

@@ -1,0 +1,119 @@
+package node
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/weftmesh/weft/node/client"
+	weftmcp "github.com/weftmesh/weft/node/mcp"
+	"github.com/weftmesh/weft/protocol/api"
+)
+
+// MCPTokenFile is the file in the home that holds the bearer token of the
+// loopback MCP endpoint (mode 0600), rewritten at every start.
+const MCPTokenFile = "mcp.token"
+
+// mcpHandler is the daemon's MCP server over streamable HTTP. Its tools
+// act through the daemon's own API socket, exactly as `weft mcp` does.
+func (n *Node) mcpHandler() http.Handler {
+	c := &client.Client{Socket: n.cfg.SocketPath()}
+	log := n.log.With("part", "mcp")
+	return weftmcp.Handler(weftmcp.NewServer(c, Version, log), log)
+}
+
+// checkLoopback reports whether addr (host:port) names a loopback host.
+func checkLoopback(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("mcp listen address %q: %w", addr, err)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("mcp listen address %q: only loopback addresses (127.0.0.1, [::1], localhost) are allowed", addr)
+	}
+	return nil
+}
+
+// listenMCP serves MCP on the loopback TCP address of the config, behind a
+// bearer token (the configured one, or a new random one written to
+// <home>/mcp.token).
+func (n *Node) listenMCP(ctx context.Context) error {
+	token := n.cfg.MCPToken
+	if token == "" {
+		b := make([]byte, 32)
+		if _, err := rand.Read(b); err != nil {
+			return err
+		}
+		token = hex.EncodeToString(b)
+	}
+	path := filepath.Join(n.cfg.Home, MCPTokenFile)
+	if err := writeSecret(path, token); err != nil {
+		return fmt.Errorf("mcp token: %w", err)
+	}
+	ln, err := net.Listen("tcp", n.cfg.MCPListen)
+	if err != nil {
+		return fmt.Errorf("mcp listen: %w", err)
+	}
+	n.mcpLn = ln
+	n.mcpSrv = &http.Server{
+		Handler:           requireToken(token, refuseBrowsers(n.mcpHandler())),
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+	}
+	n.wg.Go(func() {
+		if err := n.mcpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			n.log.Error("mcp endpoint stopped", "err", err)
+		}
+	})
+	n.log.Info("mcp endpoint", "url", "http://"+ln.Addr().String()+weftmcp.Path, "token_file", path)
+	return nil
+}
+
+// MCPAddr returns the loopback address MCP is served on, or "" if none.
+func (n *Node) MCPAddr() string {
+	if n.mcpLn == nil {
+		return ""
+	}
+	return n.mcpLn.Addr().String()
+}
+
+// writeSecret writes s to path with mode 0600, replacing it atomically.
+func writeSecret(path, s string) error {
+	tmp := path + ".new"
+	if err := os.WriteFile(tmp, []byte(s+"\n"), 0o600); err != nil {
+		return err
+	}
+	if err := os.Chmod(tmp, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// requireToken lets through only requests carrying "Authorization: Bearer
+// token".
+func requireToken(token string, h http.Handler) http.Handler {
+	want := []byte("Bearer " + token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := []byte(strings.TrimSpace(r.Header.Get("Authorization")))
+		if subtle.ConstantTimeCompare(got, want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="weft"`)
+			writeError(w, http.StatusUnauthorized, api.CodeUnauthorized,
+				"missing or wrong bearer token: send Authorization: Bearer <the token in "+MCPTokenFile+" in the daemon's home>")
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
