@@ -103,6 +103,7 @@ type (
 		Space     string `json:"space,omitempty" jsonschema:"a joined space's name: read its messages in this node's order"`
 		Thread    string `json:"thread,omitempty" jsonschema:"instead of a space, a message ID: read that message with what it replies to (ancestors) or its replies (descendants)"`
 		Direction string `json:"direction,omitempty" jsonschema:"with thread: ancestors (the default) or descendants"`
+		Depth     *int   `json:"depth,omitempty" jsonschema:"with thread: how many steps of replies to follow (default 100)"`
 		After     string `json:"after,omitempty" jsonschema:"with space: the cursor (next of a previous read or wait) to continue after; omit to start at the beginning"`
 		Limit     int    `json:"limit,omitempty" jsonschema:"most messages to return (default 50, at most 1000)"`
 	}
@@ -177,7 +178,7 @@ func (t *tools) register(s *mcp.Server) {
 		t.send)
 	addTool(s, &mcp.Tool{Name: "read", Annotations: local,
 		Description: "Read a joined space's messages in order, a page at a time: pass the answer's next as after to continue. Or, with thread (a message ID), read a message with what it replies to, or with its replies."},
-		t.read, pageBounds, enum("direction", "ancestors", "descendants"))
+		t.read, limits(map[string][2]float64{"limit": {1, maxLimit}, "depth": {0, maxLimit}}), enum("direction", "ancestors", "descendants"))
 	addTool(s, &mcp.Tool{Name: "wait", Annotations: local,
 		Description: "Wait for new messages in a space, or in this node's inbox when no space is given. Returns as soon as at least one message after the cursor exists (up to limit), or empty with timed_out. Pass its next to the following wait: nothing is missed or repeated."},
 		t.wait, limits(map[string][2]float64{"limit": {1, maxLimit}, "timeout_seconds": {0, maxWaitSeconds}}))
@@ -268,7 +269,11 @@ func (t *tools) read(ctx context.Context, in readArgs) (any, error) {
 		if in.After != "" {
 			return nil, errors.New("after pages a space; a thread comes whole, nearest first (use limit)")
 		}
-		th, err := t.c.Thread(ctx, in.Thread, in.Direction != "descendants", 0)
+		depth := -1 // the daemon's default
+		if in.Depth != nil {
+			depth = *in.Depth
+		}
+		th, err := t.c.Thread(ctx, in.Thread, in.Direction != "descendants", depth)
 		if err != nil {
 			return nil, err
 		}
@@ -288,8 +293,8 @@ func (t *tools) read(ctx context.Context, in readArgs) (any, error) {
 		}
 		return out, nil
 	case in.Space != "":
-		if in.Direction != "" {
-			return nil, errors.New("direction goes with thread, not space")
+		if in.Direction != "" || in.Depth != nil {
+			return nil, errors.New("direction and depth go with thread, not space")
 		}
 		p, err := t.c.Read(ctx, in.Space, in.After, limit)
 		if err != nil {
