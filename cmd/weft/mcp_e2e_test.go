@@ -1,0 +1,171 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// mcpStdio starts `weft mcp` on the home's daemon as an MCP client would
+// (a child process speaking MCP on stdin/stdout) and connects the go-sdk
+// client to it.
+func mcpStdio(t *testing.T, c cli) *mcp.ClientSession {
+	t.Helper()
+	cmd := exec.Command(c.bin, "mcp", "--home", c.home)
+	return mcpConnect(t, &mcp.CommandTransport{Command: cmd})
+}
+
+func mcpConnect(t *testing.T, tr mcp.Transport) *mcp.ClientSession {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "weft-e2e", Version: "1"}, nil).Connect(ctx, tr, nil)
+	if err != nil {
+		t.Fatalf("mcp connect: %v", err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+// mcpCall calls a tool and returns its text and whether it is a tool error.
+func mcpCall(t *testing.T, cs *mcp.ClientSession, name string, args any) (string, bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("tools/call %s: %v", name, err)
+	}
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String(), res.IsError
+}
+
+func mcpOK(t *testing.T, cs *mcp.ClientSession, name string, args, out any) {
+	t.Helper()
+	text, isErr := mcpCall(t, cs, name, args)
+	if isErr {
+		t.Fatalf("%s: tool error %s", name, text)
+	}
+	if out != nil {
+		if err := json.Unmarshal([]byte(text), out); err != nil {
+			t.Fatalf("%s answered %q: %v", name, text, err)
+		}
+	}
+}
+
+// TestMCPStdio: `weft mcp` processes on two daemons (separate processes),
+// driven by the go-sdk client: list tools, join, send on one daemon, read
+// on the other; bad arguments are tool errors and the daemon is fine.
+func TestMCPStdio(t *testing.T) {
+	a, b, _, _ := pair(t, "/ip4/127.0.0.1/tcp/0")
+	ma, mb := mcpStdio(t, a), mcpStdio(t, b)
+
+	tools, err := ma.ListTools(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tool := range tools.Tools {
+		names = append(names, tool.Name)
+	}
+	for _, want := range []string{"join", "send", "read", "wait", "dm", "inbox", "discover", "invoke"} {
+		if !slices.Contains(names, want) {
+			t.Fatalf("tools/list = %v, missing %s", names, want)
+		}
+	}
+	for _, cs := range []*mcp.ClientSession{ma, mb} {
+		mcpOK(t, cs, "join", map[string]any{"space": "lab"}, nil)
+	}
+	b.waitSpacePeers(1)
+	var sent struct{ ID string }
+	mcpOK(t, ma, "send", map[string]any{"space": "lab", "content": map[string]any{"text": "hello from mcp"}}, &sent)
+	var page struct {
+		Messages []struct {
+			ID, From string
+			Content  json.RawMessage
+		}
+	}
+	aID, _ := a.id()
+	poll(t, 20*time.Second, "the message on b", func() (bool, string) {
+		mcpOK(t, mb, "read", map[string]any{"space": "lab"}, &page)
+		return len(page.Messages) == 1, fmt.Sprint(page)
+	})
+	if m := page.Messages[0]; m.ID != sent.ID || m.From != aID || string(m.Content) != `{"text":"hello from mcp"}` {
+		t.Fatalf("b read %+v, want %s from %s", m, sent.ID, aID)
+	}
+	// The CLI sees what MCP sent, on both daemons.
+	if _, ok := hasText(b.readJSON("lab"), "hello from mcp"); !ok {
+		t.Fatal("weft read on b does not show the message sent through MCP on a")
+	}
+
+	for _, bad := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"send", map[string]any{"content": map[string]any{"text": "no space"}}},
+		{"send", map[string]any{"space": "lab", "content": "not an object"}},
+		{"dm", map[string]any{"to": "nobody", "content": map[string]any{}}},
+		{"invoke", map[string]any{"peer": "nobody", "name": "x"}},
+	} {
+		if text, isErr := mcpCall(t, ma, bad.tool, bad.args); !isErr || text == "" {
+			t.Fatalf("%s %v = %v %q, want a tool error", bad.tool, bad.args, isErr, text)
+		}
+	}
+	if got := a.readJSON("lab"); len(got) != 1 {
+		t.Fatalf("a holds %d messages after the bad calls, want 1", len(got))
+	}
+	mcpOK(t, ma, "whoami", nil, nil)
+	a.ok("id") // the daemon is fine
+}
+
+// TestMCPDaemonEndpoints: the daemon's own MCP endpoints. On loopback TCP
+// (--mcp-listen) with the token from <home>/mcp.token; refused without it.
+func TestMCPDaemonEndpoints(t *testing.T) {
+	bin := weftBinary(t)
+	a := cli{t, bin, newHome(t)}
+	l := freeListen(t) // a TCP port that was free
+	port := l[strings.LastIndex(l, "/")+1:]
+	startDaemon(t, a, "--listen", "/ip4/127.0.0.1/tcp/0", "--mcp-listen", "127.0.0.1:"+port)
+	raw, err := os.ReadFile(filepath.Join(a.home, "mcp.token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://127.0.0.1:" + port + "/mcp"
+	resp, err := http.Post(url, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("no token: status %d, want 401", resp.StatusCode)
+	}
+	hc := &http.Client{Transport: tokenTransport(strings.TrimSpace(string(raw)))}
+	cs := mcpConnect(t, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc})
+	mcpOK(t, cs, "join", map[string]any{"space": "tcp"}, nil)
+	if out := a.ok("spaces"); !strings.Contains(out, "tcp") {
+		t.Fatalf("weft spaces after join over MCP/TCP: %q", out)
+	}
+}
+
+type tokenTransport string
+
+func (tok tokenTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+string(tok))
+	return http.DefaultTransport.RoundTrip(r)
+}
