@@ -21,6 +21,7 @@ const (
 	defaultWait     = 30 * time.Second
 	maxWaitSeconds  = 300
 	defaultDiscover = 5 * time.Second
+	defaultInvoke   = 60 * time.Second
 	maxInvokeSecs   = 3600
 	// maxStreamBytes bounds the deltas a stream invoke collects into one
 	// tool result.
@@ -134,7 +135,7 @@ type (
 		Peer           string            `json:"peer" jsonschema:"the peer ID of the agent to call (from discover)"`
 		Name           string            `json:"name" jsonschema:"the handler's name, e.g. a capability the peer's card lists"`
 		Input          value             `json:"input,omitempty" jsonschema:"the call's input: any JSON value"`
-		TimeoutSeconds int               `json:"timeout_seconds,omitempty" jsonschema:"how long to wait for the answer (default 60)"`
+		TimeoutSeconds int               `json:"timeout_seconds,omitempty" jsonschema:"how long to wait for the whole answer, streamed or not (default 60)"`
 		Stream         bool              `json:"stream,omitempty" jsonschema:"ask for a streamed answer and collect its parts (deltas) in order"`
 		Meta           map[string]string `json:"meta,omitempty" jsonschema:"string metadata, e.g. session"`
 	}
@@ -402,10 +403,12 @@ func (t *tools) discover(ctx context.Context, in discoverArgs) (any, error) {
 }
 
 func (t *tools) invoke(ctx context.Context, in invokeArgs) (any, error) {
-	req := api.InvokeRequest{Peer: in.Peer, Name: in.Name, Input: json.RawMessage(in.Input), Meta: in.Meta, Stream: in.Stream}
+	timeout := defaultInvoke
 	if in.TimeoutSeconds > 0 {
-		req.Timeout = (time.Duration(in.TimeoutSeconds) * time.Second).String()
+		timeout = time.Duration(in.TimeoutSeconds) * time.Second
 	}
+	req := api.InvokeRequest{Peer: in.Peer, Name: in.Name, Input: json.RawMessage(in.Input), Meta: in.Meta,
+		Stream: in.Stream, Timeout: timeout.String()}
 	if !in.Stream {
 		r, err := t.c.Invoke(ctx, req)
 		if err != nil {
@@ -416,11 +419,9 @@ func (t *tools) invoke(ctx context.Context, in invokeArgs) (any, error) {
 			Meta   map[string]string `json:"meta,omitempty"`
 		}{r.Output, r.Meta}, nil
 	}
-	if in.TimeoutSeconds > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, time.Duration(in.TimeoutSeconds)*time.Second)
-		defer cancel()
-	}
+	// A tool call must end: a stream gets the same bound as a unary call.
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	out := struct {
 		Deltas []json.RawMessage `json:"deltas"`
 		Output json.RawMessage   `json:"output,omitempty"`
