@@ -67,6 +67,8 @@ func commands() []command {
 		{"discover", "CAPABILITY [--json] [--limit N] [--timeout D]", "find the peers that offer a capability, with their agent cards", runDiscover},
 		{"card", "[PEER] [--name N] [--description D] [--capability C]... [--json]", "show an agent card (this node's, or a peer's); set this node's", runCard},
 		{"health", "PEER [--json]", "a peer's heartbeat: status, load, round-trip time", runHealth},
+		{"mcp", "[--log-level L]", "serve MCP on stdin/stdout for an MCP client, bridged to the local daemon", runMCP},
+		{"init", "[-o DIR] [--force] [NAME]...", "write SKILL.md files that teach an AI agent (e.g. Claude Code) weft and its conventions", runInit},
 		{"version", "", "print the version", runVersion},
 	}
 }
