@@ -213,6 +213,10 @@ func (p *Proc) Exited() bool {
 	}
 }
 
+// Signal sends sig to the process (not its group), e.g. os.Interrupt to
+// act as a Ctrl-C.
+func (p *Proc) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }
+
 // Stop ends the process (SIGTERM to its group, SIGKILL after 10 s).
 func (p *Proc) Stop() { stop(p.cmd, p.done, 10*time.Second) }
 
