@@ -152,7 +152,9 @@ func (s *Service) probe(ctx context.Context, ai peer.AddrInfo, name string) (_ P
 		s.cfg.log.Debug("agent: discover: candidate unreachable", "capability", name, "peer", ai.ID, "err", err)
 		return Provider{}, false
 	}
-	c, err := s.Card(ctx, ai.ID)
+	// Always the current card: a capability added or withdrawn a moment ago
+	// must count now, not when a cached card expires.
+	c, err := s.fetchCard(ctx, ai.ID)
 	if err != nil {
 		s.cfg.log.Debug("agent: discover: no card", "capability", name, "peer", ai.ID, "err", err)
 		return Provider{}, false

@@ -197,3 +197,37 @@ func TestDiscoverChecksCards(t *testing.T) {
 		t.Errorf("Discover with an ended ctx: %v, want context.Canceled", err)
 	}
 }
+
+// TestDiscoverSeesCardChanges: a capability a peer adds or withdraws
+// counts in the next Discover, whatever cards the searcher has cached.
+func TestDiscoverSeesCardChanges(t *testing.T) {
+	t.Parallel()
+	d := newStubDisc()
+	aH := newHost(t)
+	a := newService(t, aH, d)
+	bH := newHost(t)
+	card := newLiveCard(cardOf("b", "first"))
+	newService(t, bH, nil, card.option())
+	connect(t, aH, bH)
+	find := func(name string) []peer.ID {
+		t.Helper()
+		ps, err := a.Discover(t.Context(), name, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return providerIDs(ps)
+	}
+	if got := find("first"); !slices.Equal(got, []peer.ID{bH.ID()}) {
+		t.Fatalf("Discover(first) = %v, want b", got)
+	}
+	if _, err := a.Card(t.Context(), bH.ID()); err != nil { // b's card is now cached
+		t.Fatal(err)
+	}
+	card.set(cardOf("b", "second"))
+	if got := find("second"); !slices.Equal(got, []peer.ID{bH.ID()}) {
+		t.Fatalf("Discover(second) right after b added it = %v, want b", got)
+	}
+	if got := find("first"); len(got) != 0 {
+		t.Fatalf("Discover(first) right after b withdrew it = %v, want none", got)
+	}
+}

@@ -252,6 +252,11 @@ func (s *Service) Card(ctx context.Context, p peer.ID) (protocol.Card, error) {
 	if c, ok := s.cached(p); ok {
 		return c, nil
 	}
+	return s.fetchCard(ctx, p)
+}
+
+// fetchCard asks p for its card, bypassing the cache, and caches it.
+func (s *Service) fetchCard(ctx context.Context, p peer.ID) (protocol.Card, error) {
 	b, _, err := s.ask(ctx, p, getCard)
 	if err != nil {
 		return protocol.Card{}, fmt.Errorf("agent: card of %s: %w", p, err)
