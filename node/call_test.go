@@ -3,6 +3,8 @@ package node
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -64,5 +66,26 @@ func TestRefusedAnswerFailsTheCall(t *testing.T) {
 	_, err := ca.Invoke(ctx, api.InvokeRequest{Peer: b.ID().String(), Name: "big", Timeout: "60s"})
 	if !client.IsCode(err, "handler_failed") {
 		t.Fatalf("err %v, want handler_failed before the test's 10 s deadline", err)
+	}
+}
+
+// TestStreamInvokeRefusedStatus: a stream call refused at once answers an
+// honest status with the error body, like a unary call, not a 200 stream
+// whose first line is the error.
+func TestStreamInvokeRefusedStatus(t *testing.T) {
+	a, _, b, _ := pair(t)
+	hc := rawHTTP(a.cfg.SocketPath())
+	body := fmt.Sprintf(`{"peer":%q,"name":"nobody_home","stream":true}`, b.ID())
+	resp, err := hc.Post("http://weft/v1/invoke", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var e api.Error
+	if err := json.NewDecoder(resp.Body).Decode(&e); err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusNotFound || e.Error.Code != api.CodeNoHandler {
+		t.Fatalf("stream invoke of a missing handler: %d %+v, want 404 %s", resp.StatusCode, e, api.CodeNoHandler)
 	}
 }

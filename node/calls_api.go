@@ -321,6 +321,17 @@ func (n *Node) handleInvoke(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer cs.Close()
+	// The first frame decides the status: a call refused at once (no
+	// handler, overloaded, …) is an error answer like a unary call's, not a
+	// 200 whose first line is the error.
+	first, err := cs.Next()
+	if err == nil && first.Kind == protocol.FrameError && first.Error != nil {
+		err = first.Error
+	}
+	if err != nil {
+		writeCallError(w, call.ErrorOf(err))
+		return
+	}
 	rc := http.NewResponseController(w)
 	w.Header().Set("Content-Type", ndjson)
 	w.Header().Set("Cache-Control", "no-cache")
@@ -328,11 +339,7 @@ func (n *Node) handleInvoke(w http.ResponseWriter, r *http.Request) {
 	bw := bufio.NewWriterSize(w, 32<<10)
 	enc := json.NewEncoder(bw)
 	enc.SetEscapeHTML(false)
-	for {
-		f, err := cs.Next()
-		if err == io.EOF {
-			return
-		}
+	for f := first; ; {
 		out := api.Frame{}
 		if err != nil {
 			e := call.ErrorOf(err)
@@ -356,6 +363,9 @@ func (n *Node) handleInvoke(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		if err != nil {
+			return
+		}
+		if f, err = cs.Next(); err == io.EOF {
 			return
 		}
 	}
