@@ -83,7 +83,8 @@ func readOrFollow(ctx context.Context, e *env, after string, limit int, follow, 
 
 var errDone = fmt.Errorf("done")
 
-// printMessage writes a message for a person: time, sender, type, content.
+// printMessage writes a message for a person: time, sender, type, content,
+// then its ID and what it replies to (so a reader can answer it with --ref).
 func printMessage(w io.Writer, m api.Message) error {
 	var body struct {
 		Text *string `json:"text"`
@@ -96,7 +97,11 @@ func printMessage(w io.Writer, m api.Message) error {
 	if len(from) > 12 {
 		from = "…" + from[len(from)-8:]
 	}
-	_, err := fmt.Fprintf(w, "%s  %s  [%s]  %s\n", m.CreatedAt.Local().Format(time.TimeOnly), from, m.Type, content)
+	ids := "id " + m.ID
+	if m.Refs != nil && len(m.Refs.Messages) > 0 {
+		ids += ", re " + strings.Join(m.Refs.Messages, " ")
+	}
+	_, err := fmt.Fprintf(w, "%s  %s  [%s]  %s  (%s)\n", m.CreatedAt.Local().Format(time.TimeOnly), from, m.Type, content, ids)
 	return err
 }
 
