@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/connmgr"
@@ -85,6 +86,9 @@ func (c Config) Validate() error {
 		if err := checkLoopback(c.MCPListen); err != nil {
 			return fmt.Errorf("config: %w", err)
 		}
+	}
+	if t := strings.TrimSpace(c.MCPToken); t != "" && len(t) < minMCPToken {
+		return fmt.Errorf("config: the MCP token is %d characters; use at least %d", len(t), minMCPToken)
 	}
 	switch c.DHTMode {
 	case "server", "client", "auto":

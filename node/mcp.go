@@ -23,6 +23,9 @@ import (
 // loopback MCP endpoint (mode 0600), rewritten at every start.
 const MCPTokenFile = "mcp.token"
 
+// minMCPToken is the shortest token the loopback MCP endpoint accepts.
+const minMCPToken = 16
+
 // mcpHandler is the daemon's MCP server over streamable HTTP. Its tools
 // act through the daemon's own API socket, exactly as `weft mcp` does.
 func (n *Node) mcpHandler() http.Handler {
@@ -50,21 +53,27 @@ func checkLoopback(addr string) error {
 // bearer token (the configured one, or a new random one written to
 // <home>/mcp.token).
 func (n *Node) listenMCP(ctx context.Context) error {
-	token := n.cfg.MCPToken
+	ln, err := net.Listen("tcp", n.cfg.MCPListen)
+	if err != nil {
+		return fmt.Errorf("mcp listen: %w", err)
+	}
+	if a, ok := ln.Addr().(*net.TCPAddr); !ok || !a.IP.IsLoopback() {
+		ln.Close()
+		return fmt.Errorf("mcp listen: %s is not a loopback address", ln.Addr())
+	}
+	token := strings.TrimSpace(n.cfg.MCPToken)
 	if token == "" {
 		b := make([]byte, 32)
 		if _, err := rand.Read(b); err != nil {
+			ln.Close()
 			return err
 		}
 		token = hex.EncodeToString(b)
 	}
 	path := filepath.Join(n.cfg.Home, MCPTokenFile)
 	if err := writeSecret(path, token); err != nil {
+		ln.Close()
 		return fmt.Errorf("mcp token: %w", err)
-	}
-	ln, err := net.Listen("tcp", n.cfg.MCPListen)
-	if err != nil {
-		return fmt.Errorf("mcp listen: %w", err)
 	}
 	n.mcpLn = ln
 	n.mcpSrv = &http.Server{
@@ -90,25 +99,33 @@ func (n *Node) MCPAddr() string {
 	return n.mcpLn.Addr().String()
 }
 
-// writeSecret writes s to path with mode 0600, replacing it atomically.
+// writeSecret writes s to path with mode 0600, replacing it atomically. The
+// temporary file is created anew (never through a planted symlink).
 func writeSecret(path, s string) error {
 	tmp := path + ".new"
-	if err := os.WriteFile(tmp, []byte(s+"\n"), 0o600); err != nil {
+	_ = os.Remove(tmp)
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
 		return err
 	}
-	if err := os.Chmod(tmp, 0o600); err != nil {
+	_, err = f.WriteString(s + "\n")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(tmp)
 		return err
 	}
 	return os.Rename(tmp, path)
 }
 
 // requireToken lets through only requests carrying "Authorization: Bearer
-// token".
+// token" (the scheme in any case, the token compared in constant time).
 func requireToken(token string, h http.Handler) http.Handler {
-	want := []byte("Bearer " + token)
+	want := []byte(token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got := []byte(strings.TrimSpace(r.Header.Get("Authorization")))
-		if subtle.ConstantTimeCompare(got, want) != 1 {
+		scheme, got, _ := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
+		if !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), want) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="weft"`)
 			writeError(w, http.StatusUnauthorized, api.CodeUnauthorized,
 				"missing or wrong bearer token: send Authorization: Bearer <the token in "+MCPTokenFile+" in the daemon's home>")

@@ -65,6 +65,28 @@ func callTool(t testing.TB, cs *mcp.ClientSession, name string, args any) (strin
 	return text.String(), res.IsError
 }
 
+// callAsync calls a tool from another goroutine and delivers its page (or
+// the failure, in Next) on the returned channel.
+func callAsync(cs *mcp.ClientSession, name string, args any) <-chan mcpPage {
+	ch := make(chan mcpPage, 1)
+	go func() {
+		var p mcpPage
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
+		switch {
+		case err != nil:
+			p.Next = "error: " + err.Error()
+		case res.IsError || len(res.Content) == 0:
+			p.Next = fmt.Sprintf("tool error: %+v", res.Content)
+		default:
+			if tc, ok := res.Content[0].(*mcp.TextContent); !ok || json.Unmarshal([]byte(tc.Text), &p) != nil {
+				p.Next = fmt.Sprintf("bad answer: %+v", res.Content)
+			}
+		}
+		ch <- p
+	}()
+	return ch
+}
+
 // toolOK calls a tool that must succeed and decodes its JSON answer into out.
 func toolOK(t testing.TB, cs *mcp.ClientSession, name string, args, out any) {
 	t.Helper()
@@ -114,7 +136,7 @@ func TestMCPOverSocket(t *testing.T) {
 	for _, tool := range tools.Tools {
 		names = append(names, tool.Name)
 		schema, _ := json.Marshal(tool.InputSchema)
-		if tool.Description == "" || !strings.Contains(string(schema), `"type":"object"`) {
+		if tool.Description == "" || !strings.Contains(string(schema), `"type":"object"`) || !strings.Contains(string(schema), `"properties":`) {
 			t.Errorf("tool %s: description %q, input schema %s", tool.Name, tool.Description, schema)
 		}
 	}
@@ -166,15 +188,7 @@ func TestMCPOverSocket(t *testing.T) {
 	}
 
 	// wait on B returns when A's next message arrives, and only it.
-	waited := make(chan mcpPage, 1)
-	go func() {
-		var p mcpPage
-		text, isErr := callTool(t, mb, "wait", map[string]any{"space": "lab", "after": page.Next, "timeout_seconds": 60})
-		if isErr || json.Unmarshal([]byte(text), &p) != nil {
-			p.Next = "error: " + text
-		}
-		waited <- p
-	}()
+	waited := callAsync(mb, "wait", map[string]any{"space": "lab", "after": page.Next, "timeout_seconds": 60})
 	var reply struct{ ID string }
 	toolOK(t, ma, "send", map[string]any{"space": "lab", "content": map[string]any{"text": "second"}, "reply_to": []string{sent.ID}}, &reply)
 	select {
@@ -206,41 +220,29 @@ func TestMCPOverSocket(t *testing.T) {
 		t.Fatalf("replies to the first message: %+v", th)
 	}
 
-	// A direct message from A, seen by wait on B's inbox.
-	inboxWait := make(chan mcpPage, 1)
-	go func() {
-		var p mcpPage
-		text, isErr := callTool(t, mb, "wait", map[string]any{"timeout_seconds": 60})
-		if isErr || json.Unmarshal([]byte(text), &p) != nil {
-			p.Next = "error: " + text
-		}
-		inboxWait <- p
-	}()
-	var dm struct{ ID, Status string }
-	// The wait may subscribe after the DM lands; resend until it sees one.
-	deadline := time.After(30 * time.Second)
-	for sentDMs := 0; ; sentDMs++ {
-		toolOK(t, ma, "dm", map[string]any{"to": b.ID().String(), "kind": "request", "content": map[string]any{"q": sentDMs}}, &dm)
-		if dm.Status != "delivered" {
-			t.Fatalf("dm status %q, want delivered", dm.Status)
-		}
-		select {
-		case p := <-inboxWait:
-			if len(p.Messages) != 1 || p.Messages[0].Type != "request" || p.Messages[0].From != a.ID().String() {
-				t.Fatalf("inbox wait answered %+v", p)
-			}
-			var inbox mcpPage
-			toolOK(t, mb, "inbox", map[string]any{}, &inbox)
-			if len(inbox.Messages) != sentDMs+1 || !hasMessage(inbox.Messages, p.Messages[0].ID) {
-				t.Fatalf("inbox holds %d messages, want %d including %s", len(inbox.Messages), sentDMs+1, p.Messages[0].ID)
-			}
-			goto calls
-		case <-time.After(200 * time.Millisecond):
-		case <-deadline:
-			t.Fatal("wait on the inbox saw no direct message")
-		}
+	// A direct message from A, seen by wait on B's (empty) inbox from its
+	// start cursor: whether the wait subscribes before or after the DM
+	// lands, it gets it, once.
+	var inbox mcpPage
+	toolOK(t, mb, "inbox", map[string]any{}, &inbox)
+	if len(inbox.Messages) != 0 || inbox.Next != "start" {
+		t.Fatalf("empty inbox = %+v, want no messages and next \"start\"", inbox)
 	}
-calls:
+	inboxWait := callAsync(mb, "wait", map[string]any{"after": inbox.Next, "timeout_seconds": 60})
+	var dm struct{ ID, Status string }
+	toolOK(t, ma, "dm", map[string]any{"to": b.ID().String(), "kind": "request", "content": map[string]any{"q": 1}}, &dm)
+	if dm.Status != "delivered" {
+		t.Fatalf("dm status %q, want delivered", dm.Status)
+	}
+	select {
+	case p := <-inboxWait:
+		if len(p.Messages) != 1 || p.Messages[0].ID != dm.ID || p.Messages[0].Type != "request" || p.Messages[0].From != a.ID().String() {
+			t.Fatalf("inbox wait answered %+v, want only %s", p, dm.ID)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("wait on the inbox saw no direct message")
+	}
+
 	// Discover B's handler and invoke it, unary and streamed.
 	serve(t, cb, func(_ context.Context, c api.IncomingCall, send func(json.RawMessage) error) (json.RawMessage, map[string]string, error) {
 		if c.Stream {
@@ -324,8 +326,13 @@ func TestMCPBadArguments(t *testing.T) {
 			}
 		})
 	}
-	// Nothing was stored; everything still works.
+	// Whole numbers written as floats are integers.
 	var page mcpPage
+	toolOK(t, ms, "read", map[string]any{"space": "lab", "limit": 10.0}, &page)
+	if text, isErr := callTool(t, ms, "read", map[string]any{"space": "lab", "limit": 2.5}); !isErr || !strings.Contains(text, "integer") {
+		t.Fatalf("limit 2.5 = %v %q, want a tool error", isErr, text)
+	}
+	// Nothing was stored; everything still works.
 	toolOK(t, ms, "read", map[string]any{"space": "lab"}, &page)
 	if len(page.Messages) != 1 || page.Messages[0].ID != kept.ID {
 		t.Fatalf("lab holds %d messages after the bad calls, want only %s", len(page.Messages), kept.ID)
@@ -395,6 +402,11 @@ func TestMCPLoopbackToken(t *testing.T) {
 			t.Fatalf("Authorization %q: status %d, want 401", bad, resp.StatusCode)
 		}
 	}
+	cfg := Default()
+	cfg.MCPListen, cfg.MCPToken = "127.0.0.1:0", "short"
+	if err := cfg.Validate(); err == nil {
+		t.Fatal("a 5-character MCP token validated")
+	}
 	hc := &http.Client{Transport: bearer{token, http.DefaultTransport}}
 	cs := connectMCP(t, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc})
 	var who struct{ ID string }
@@ -424,7 +436,7 @@ type bearer struct {
 
 func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
+	r.Header.Set("Authorization", "bearer "+b.token) // the scheme is case-insensitive
 	return b.next.RoundTrip(r)
 }
 
@@ -440,4 +452,68 @@ func newPeerID(t testing.TB) string {
 		t.Fatal(err)
 	}
 	return id.String()
+}
+
+// TestMCPWaitFromStart: a wait that times out on an empty space answers a
+// cursor that, passed to the next wait, still gets the first message: a
+// model following "pass next to the next wait" never loses one.
+func TestMCPWaitFromStart(t *testing.T) {
+	n, c := startNode(t, nil)
+	ms := mcpSession(t, n)
+	toolOK(t, ms, "join", map[string]any{"space": "empty"}, nil)
+	var p mcpPage
+	toolOK(t, ms, "wait", map[string]any{"space": "empty", "timeout_seconds": 1}, &p)
+	if !p.TimedOut || len(p.Messages) != 0 || p.Next != "start" {
+		t.Fatalf("wait on an empty space = %+v, want a timeout at \"start\"", p)
+	}
+	m, err := c.SendText(t.Context(), "empty", "first")
+	if err != nil {
+		t.Fatal(err)
+	}
+	toolOK(t, ms, "wait", map[string]any{"space": "empty", "after": p.Next, "timeout_seconds": 5}, &p)
+	if len(p.Messages) != 1 || p.Messages[0].ID != m.ID || p.Next == "start" {
+		t.Fatalf("wait after \"start\" = %+v, want the first message", p)
+	}
+	toolOK(t, ms, "read", map[string]any{"space": "empty", "after": "start"}, &p)
+	if len(p.Messages) != 1 || p.Messages[0].ID != m.ID {
+		t.Fatalf("read after \"start\" = %+v, want the first message", p)
+	}
+}
+
+// TestMCPAnswerBudget: a page of large messages is cut to what fits in one
+// tool answer, and next continues right after the last one included.
+func TestMCPAnswerBudget(t *testing.T) {
+	n, c := startNode(t, nil)
+	ms := mcpSession(t, n)
+	if _, err := c.Join(t.Context(), "big"); err != nil {
+		t.Fatal(err)
+	}
+	big := strings.Repeat("x", 900<<10)
+	var ids []string
+	for range 5 {
+		m, err := c.Send(t.Context(), "big", api.SendRequest{Content: json.RawMessage(`{"text":"` + big + `"}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, m.ID)
+	}
+	var got []string
+	after := "start"
+	for range 10 {
+		var p mcpPage
+		toolOK(t, ms, "read", map[string]any{"space": "big", "after": after}, &p)
+		if len(p.Messages) == 0 {
+			break
+		}
+		if len(p.Messages) > 2 {
+			t.Fatalf("one answer carried %d messages of 900 KiB", len(p.Messages))
+		}
+		for _, m := range p.Messages {
+			got = append(got, m.ID)
+		}
+		after = p.Next
+	}
+	if !slices.Equal(got, ids) {
+		t.Fatalf("paging through the budget read %d messages, want all %d in order", len(got), len(ids))
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -138,14 +139,17 @@ func TestMCPStdio(t *testing.T) {
 func TestMCPDaemonEndpoints(t *testing.T) {
 	bin := weftBinary(t)
 	a := cli{t, bin, newHome(t)}
-	l := freeListen(t) // a TCP port that was free
-	port := l[strings.LastIndex(l, "/")+1:]
-	startDaemon(t, a, "--listen", "/ip4/127.0.0.1/tcp/0", "--mcp-listen", "127.0.0.1:"+port)
+	d := startDaemon(t, a, "--listen", "/ip4/127.0.0.1/tcp/0", "--mcp-listen", "127.0.0.1:0")
 	raw, err := os.ReadFile(filepath.Join(a.home, "mcp.token"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	url := "http://127.0.0.1:" + port + "/mcp"
+	// The daemon logs the endpoint it bound: url=http://127.0.0.1:PORT/mcp.
+	m := regexp.MustCompile(`url=(http://127\.0\.0\.1:\d+/mcp)`).FindStringSubmatch(d.logText())
+	if m == nil {
+		t.Fatalf("no MCP endpoint in the daemon's log:\n%s", d.logText())
+	}
+	url := m[1]
 	resp, err := http.Post(url, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
 	if err != nil {
 		t.Fatal(err)

@@ -6,19 +6,21 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"slices"
+	"strconv"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// object is a JSON object argument, passed on to the daemon byte for byte
+// object is a JSON object argument, passed on to the daemon as written
 // (content is signed as the model wrote it: no re-encoding, no float
 // rounding of large numbers).
 type object json.RawMessage
 
-// value is any JSON value, passed on byte for byte.
+// value is any JSON value, passed on as written.
 type value json.RawMessage
 
 func (o object) MarshalJSON() ([]byte, error)  { return rawOrNull(o), nil }
@@ -31,6 +33,20 @@ func rawOrNull(b []byte) []byte {
 		return []byte("null")
 	}
 	return b
+}
+
+// integer is an integer argument. It also accepts whole numbers written as
+// floats (10.0, 1e3), as clients that carry arguments as doubles send them:
+// JSON Schema calls those integers too.
+type integer int64
+
+func (n *integer) UnmarshalJSON(b []byte) error {
+	f, err := strconv.ParseFloat(string(b), 64)
+	if err != nil || f != math.Trunc(f) || math.Abs(f) > 1<<53 {
+		return fmt.Errorf("%s is not a whole number", b)
+	}
+	*n = integer(f)
+	return nil
 }
 
 // typeSchemas are the schemas of the raw JSON argument types.
@@ -64,6 +80,11 @@ func addTool[In any](s *mcp.Server, t *mcp.Tool, h func(context.Context, In) (an
 	schema, err := jsonschema.For[In](&jsonschema.ForOptions{TypeSchemas: typeSchemas})
 	if err != nil {
 		panic(fmt.Sprintf("mcp tool %s: %v", t.Name, err))
+	}
+	if schema.Properties == nil {
+		// "properties" present even when empty: some hosts refuse an
+		// object schema without it.
+		schema.Properties = map[string]*jsonschema.Schema{}
 	}
 	singleTypes(schema)
 	for _, tweak := range tweaks {

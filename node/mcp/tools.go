@@ -72,7 +72,41 @@ type page struct {
 	TimedOut bool      `json:"timed_out,omitempty"` // wait: nothing arrived in time
 }
 
-func pageOf(p api.Page) page { return page{Messages: views(p.Messages), Next: p.Next} }
+// startCursor names the start of a space or the inbox to a model. The API
+// writes the start as "", which a model would send back as "no cursor",
+// and wait reads no cursor as "from now on": "" never leaves these tools.
+const startCursor = "start"
+
+// cursorOut is a cursor as the tools answer it.
+func cursorOut(c string) string { return cmpOr(c, startCursor) }
+
+// cursorIn is a cursor a model passed, as the API takes it.
+func cursorIn(c string) string {
+	if c == startCursor {
+		return ""
+	}
+	return c
+}
+
+// maxAnswerBytes bounds the messages one read, wait or inbox answer
+// carries; the rest is for the next call, from the answer's next.
+const maxAnswerBytes = 2 << 20
+
+// pageOf is p as the tools answer it: at least one message, then as many
+// as fit in maxAnswerBytes, with next after the last one included.
+func pageOf(p api.Page) page {
+	out := page{Messages: views(p.Messages), Next: p.Next}
+	size := 0
+	for i, m := range p.Messages {
+		size += len(m.Content) + 512 // content plus the fields around it
+		if i > 0 && size > maxAnswerBytes {
+			out.Messages, out.Next = out.Messages[:i], p.Messages[i-1].Cursor
+			break
+		}
+	}
+	out.Next = cursorOut(out.Next)
+	return out
+}
 
 type space struct {
 	Name     string `json:"name"`
@@ -97,45 +131,45 @@ type (
 		Type       string            `json:"type,omitempty" jsonschema:"a free label of what the content is, e.g. text (the default), question, swarm.claim"`
 		ReplyTo    []string          `json:"reply_to,omitempty" jsonschema:"IDs of the messages this one answers (refs.messages); threads follow them"`
 		To         []string          `json:"to,omitempty" jsonschema:"peer IDs this message is addressed to within the space (refs.nodes); everyone in the space still sees it"`
-		TTLSeconds int64             `json:"ttl_seconds,omitempty" jsonschema:"seconds after which every node forgets the message"`
+		TTLSeconds integer           `json:"ttl_seconds,omitempty" jsonschema:"seconds after which every node forgets the message"`
 		Meta       map[string]string `json:"meta,omitempty" jsonschema:"string metadata, e.g. session, correlation, traceparent"`
 	}
 	readArgs struct {
-		Space     string `json:"space,omitempty" jsonschema:"a joined space's name: read its messages in this node's order"`
-		Thread    string `json:"thread,omitempty" jsonschema:"instead of a space, a message ID: read that message with what it replies to (ancestors) or its replies (descendants)"`
-		Direction string `json:"direction,omitempty" jsonschema:"with thread: ancestors (the default) or descendants"`
-		Depth     *int   `json:"depth,omitempty" jsonschema:"with thread: how many steps of replies to follow (default 100)"`
-		After     string `json:"after,omitempty" jsonschema:"with space: the cursor (next of a previous read or wait) to continue after; omit to start at the beginning"`
-		Limit     int    `json:"limit,omitempty" jsonschema:"most messages to return (default 50, at most 1000)"`
+		Space     string   `json:"space,omitempty" jsonschema:"a joined space's name: read its messages in this node's order"`
+		Thread    string   `json:"thread,omitempty" jsonschema:"instead of a space, a message ID: read that message with what it replies to (ancestors) or its replies (descendants)"`
+		Direction string   `json:"direction,omitempty" jsonschema:"with thread: ancestors (the default) or descendants"`
+		Depth     *integer `json:"depth,omitempty" jsonschema:"with thread: how many steps of replies to follow (default 100)"`
+		After     string   `json:"after,omitempty" jsonschema:"with space: the cursor (next of a previous read or wait) to continue after; omit to start at the beginning"`
+		Limit     integer  `json:"limit,omitempty" jsonschema:"most messages to return (default 50, at most 1000)"`
 	}
 	waitArgs struct {
-		Space          string `json:"space,omitempty" jsonschema:"a joined space's name; omit to wait for direct messages in this node's inbox"`
-		After          string `json:"after,omitempty" jsonschema:"the next cursor of your last read, inbox or wait; omit to wait only for messages arriving from now on"`
-		TimeoutSeconds int    `json:"timeout_seconds,omitempty" jsonschema:"how long to wait at most (default 30, at most 300); an empty answer with timed_out means nothing arrived"`
-		Limit          int    `json:"limit,omitempty" jsonschema:"most messages to return (default 50, at most 1000)"`
+		Space          string  `json:"space,omitempty" jsonschema:"a joined space's name; omit to wait for direct messages in this node's inbox"`
+		After          string  `json:"after,omitempty" jsonschema:"the next cursor of your last read, inbox or wait; omit to wait only for messages arriving from now on"`
+		TimeoutSeconds integer `json:"timeout_seconds,omitempty" jsonschema:"how long to wait at most (default 30, at most 300); an empty answer with timed_out means nothing arrived"`
+		Limit          integer `json:"limit,omitempty" jsonschema:"most messages to return (default 50, at most 1000)"`
 	}
 	dmArgs struct {
 		To         string            `json:"to" jsonschema:"the recipient's peer ID (12D3KooW…)"`
 		Content    object            `json:"content" jsonschema:"the message: any JSON object, e.g. {\"text\": \"can you review PR 42?\"}"`
 		Kind       string            `json:"kind,omitempty" jsonschema:"request, response, event (the default), error or heartbeat"`
 		ReplyTo    string            `json:"reply_to,omitempty" jsonschema:"the ID of the direct message this answers; its correlation, trace and session carry over"`
-		TTLSeconds int64             `json:"ttl_seconds,omitempty" jsonschema:"seconds to keep trying to deliver it (default one day)"`
+		TTLSeconds integer           `json:"ttl_seconds,omitempty" jsonschema:"seconds to keep trying to deliver it (default one day)"`
 		Meta       map[string]string `json:"meta,omitempty" jsonschema:"string metadata, e.g. session, correlation"`
 	}
 	inboxArgs struct {
-		After string `json:"after,omitempty" jsonschema:"the next cursor of a previous inbox or wait; omit to start at the beginning"`
-		Limit int    `json:"limit,omitempty" jsonschema:"most messages to return (default 50, at most 1000)"`
+		After string  `json:"after,omitempty" jsonschema:"the next cursor of a previous inbox or wait; omit to start at the beginning"`
+		Limit integer `json:"limit,omitempty" jsonschema:"most messages to return (default 50, at most 1000)"`
 	}
 	discoverArgs struct {
-		Capability     string `json:"capability" jsonschema:"the capability to look for, e.g. code_review"`
-		Limit          int    `json:"limit,omitempty" jsonschema:"most providers to return (default all found)"`
-		TimeoutSeconds int    `json:"timeout_seconds,omitempty" jsonschema:"how long to search (default 5, at most 60)"`
+		Capability     string  `json:"capability" jsonschema:"the capability to look for, e.g. code_review"`
+		Limit          integer `json:"limit,omitempty" jsonschema:"most providers to return (default all found)"`
+		TimeoutSeconds integer `json:"timeout_seconds,omitempty" jsonschema:"how long to search (default 5, at most 60)"`
 	}
 	invokeArgs struct {
 		Peer           string            `json:"peer" jsonschema:"the peer ID of the agent to call (from discover)"`
 		Name           string            `json:"name" jsonschema:"the handler's name, e.g. a capability the peer's card lists"`
 		Input          value             `json:"input,omitempty" jsonschema:"the call's input: any JSON value"`
-		TimeoutSeconds int               `json:"timeout_seconds,omitempty" jsonschema:"how long to wait for the whole answer, streamed or not (default 60)"`
+		TimeoutSeconds integer           `json:"timeout_seconds,omitempty" jsonschema:"how long to wait for the whole answer, streamed or not (default 60)"`
 		Stream         bool              `json:"stream,omitempty" jsonschema:"ask for a streamed answer and collect its parts (deltas) in order"`
 		Meta           map[string]string `json:"meta,omitempty" jsonschema:"string metadata, e.g. session"`
 	}
@@ -160,9 +194,12 @@ func boolPtr(b bool) *bool { return &b }
 
 // register adds the tools to s.
 func (t *tools) register(s *mcp.Server) {
+	// Messages are written by other agents, so tools answering them are
+	// open-world; invoke runs whatever a remote handler does.
 	local := &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: boolPtr(false)}
 	reads := &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: boolPtr(true)}
 	writes := &mcp.ToolAnnotations{DestructiveHint: boolPtr(false), OpenWorldHint: boolPtr(true)}
+	calls := &mcp.ToolAnnotations{OpenWorldHint: boolPtr(true)}
 	pageBounds := limits(map[string][2]float64{"limit": {1, maxLimit}})
 
 	addTool(s, &mcp.Tool{Name: "whoami", Annotations: local,
@@ -177,22 +214,22 @@ func (t *tools) register(s *mcp.Server) {
 	addTool(s, &mcp.Tool{Name: "send", Annotations: writes,
 		Description: "Send a message to a joined space: every member gets it, signed by this node. Content is a JSON object. Answers the new message's id (use it in reply_to) and cursor."},
 		t.send)
-	addTool(s, &mcp.Tool{Name: "read", Annotations: local,
+	addTool(s, &mcp.Tool{Name: "read", Annotations: reads,
 		Description: "Read a joined space's messages in order, a page at a time: pass the answer's next as after to continue. Or, with thread (a message ID), read a message with what it replies to, or with its replies."},
 		t.read, limits(map[string][2]float64{"limit": {1, maxLimit}, "depth": {0, maxLimit}}), enum("direction", "ancestors", "descendants"))
-	addTool(s, &mcp.Tool{Name: "wait", Annotations: local,
+	addTool(s, &mcp.Tool{Name: "wait", Annotations: reads,
 		Description: "Wait for new messages in a space, or in this node's inbox when no space is given. Returns as soon as at least one message after the cursor exists (up to limit), or empty with timed_out. Pass its next to the following wait: nothing is missed or repeated."},
 		t.wait, limits(map[string][2]float64{"limit": {1, maxLimit}, "timeout_seconds": {0, maxWaitSeconds}}))
 	addTool(s, &mcp.Tool{Name: "dm", Annotations: writes,
 		Description: "Send a direct message to one peer. It is signed, stored and delivered when the peer is reachable (queued and retried until its TTL otherwise). Answers its id and whether it was delivered or queued."},
 		t.dm, enum("kind", "request", "response", "event", "error", "heartbeat"))
-	addTool(s, &mcp.Tool{Name: "inbox", Annotations: local,
+	addTool(s, &mcp.Tool{Name: "inbox", Annotations: reads,
 		Description: "Read the direct messages this node received, in order, a page at a time (pass next as after to continue)."},
 		t.inbox, pageBounds)
 	addTool(s, &mcp.Tool{Name: "discover", Annotations: reads,
 		Description: "Find the agents on the mesh that offer a capability (no registry: the DHT and the LAN), with their agent cards. Call one with invoke."},
 		t.discover, limits(map[string][2]float64{"limit": {0, maxLimit}, "timeout_seconds": {0, 60}}))
-	addTool(s, &mcp.Tool{Name: "invoke", Annotations: writes,
+	addTool(s, &mcp.Tool{Name: "invoke", Annotations: calls,
 		Description: "Call a handler on a peer (request/response) and answer its output. With stream, the peer answers in parts (deltas), returned in order with the final output."},
 		t.invoke, limits(map[string][2]float64{"timeout_seconds": {0, maxInvokeSecs}}))
 }
@@ -246,7 +283,7 @@ func (t *tools) join(ctx context.Context, in joinArgs) (any, error) {
 }
 
 func (t *tools) send(ctx context.Context, in sendArgs) (any, error) {
-	req := api.SendRequest{Content: json.RawMessage(in.Content), Type: in.Type, TTL: in.TTLSeconds, Meta: in.Meta}
+	req := api.SendRequest{Content: json.RawMessage(in.Content), Type: in.Type, TTL: int64(in.TTLSeconds), Meta: in.Meta}
 	if len(in.ReplyTo) > 0 || len(in.To) > 0 {
 		req.Refs = &api.Refs{Messages: in.ReplyTo, Nodes: in.To}
 	}
@@ -262,7 +299,7 @@ func (t *tools) send(ctx context.Context, in sendArgs) (any, error) {
 }
 
 func (t *tools) read(ctx context.Context, in readArgs) (any, error) {
-	limit := cmpOr(in.Limit, defaultLimit)
+	limit := cmpOr(int(in.Limit), defaultLimit)
 	switch {
 	case in.Space != "" && in.Thread != "":
 		return nil, errors.New("give either space or thread, not both")
@@ -272,7 +309,7 @@ func (t *tools) read(ctx context.Context, in readArgs) (any, error) {
 		}
 		depth := -1 // the daemon's default
 		if in.Depth != nil {
-			depth = *in.Depth
+			depth = int(*in.Depth)
 		}
 		th, err := t.c.Thread(ctx, in.Thread, in.Direction != "descendants", depth)
 		if err != nil {
@@ -297,7 +334,7 @@ func (t *tools) read(ctx context.Context, in readArgs) (any, error) {
 		if in.Direction != "" || in.Depth != nil {
 			return nil, errors.New("direction and depth go with thread, not space")
 		}
-		p, err := t.c.Read(ctx, in.Space, in.After, limit)
+		p, err := t.c.Read(ctx, in.Space, cursorIn(in.After), limit)
 		if err != nil {
 			return nil, err
 		}
@@ -310,12 +347,15 @@ func (t *tools) read(ctx context.Context, in readArgs) (any, error) {
 var errArrived = errors.New("arrived")
 
 func (t *tools) wait(ctx context.Context, in waitArgs) (any, error) {
-	limit := cmpOr(in.Limit, defaultLimit)
+	limit := cmpOr(int(in.Limit), defaultLimit)
 	timeout := defaultWait
 	if in.TimeoutSeconds > 0 {
 		timeout = time.Duration(in.TimeoutSeconds) * time.Second
 	}
-	after := cmpOr(in.After, api.EndCursor)
+	after := api.EndCursor
+	if in.After != "" {
+		after = cursorIn(in.After)
+	}
 	read := func(after string) (api.Page, error) {
 		if in.Space == "" {
 			return t.c.Inbox(ctx, after, limit)
@@ -343,16 +383,14 @@ func (t *tools) wait(ctx context.Context, in waitArgs) (any, error) {
 	case ctx.Err() != nil:
 		return nil, ctx.Err()
 	case errors.Is(err, context.DeadlineExceeded):
-		out := pageOf(p)
-		out.TimedOut = true
-		return out, nil
+		return page{Messages: []message{}, Next: cursorOut(p.Next), TimedOut: true}, nil
 	}
 	return nil, err
 }
 
 func (t *tools) dm(ctx context.Context, in dmArgs) (any, error) {
 	r, err := t.c.DM(ctx, api.DMRequest{To: in.To, Kind: in.Kind, Content: json.RawMessage(in.Content),
-		ReplyTo: in.ReplyTo, TTL: in.TTLSeconds, Meta: in.Meta})
+		ReplyTo: in.ReplyTo, TTL: int64(in.TTLSeconds), Meta: in.Meta})
 	if err != nil {
 		return nil, err
 	}
@@ -364,7 +402,7 @@ func (t *tools) dm(ctx context.Context, in dmArgs) (any, error) {
 }
 
 func (t *tools) inbox(ctx context.Context, in inboxArgs) (any, error) {
-	p, err := t.c.Inbox(ctx, in.After, cmpOr(in.Limit, defaultLimit))
+	p, err := t.c.Inbox(ctx, cursorIn(in.After), cmpOr(int(in.Limit), defaultLimit))
 	if err != nil {
 		return nil, err
 	}
@@ -384,7 +422,7 @@ func (t *tools) discover(ctx context.Context, in discoverArgs) (any, error) {
 	if in.TimeoutSeconds > 0 {
 		wait = time.Duration(in.TimeoutSeconds) * time.Second
 	}
-	ps, err := t.c.Discover(ctx, in.Capability, in.Limit, wait)
+	ps, err := t.c.Discover(ctx, in.Capability, int(in.Limit), wait)
 	if err != nil {
 		return nil, err
 	}
@@ -429,6 +467,9 @@ func (t *tools) invoke(ctx context.Context, in invokeArgs) (any, error) {
 	}{Deltas: []json.RawMessage{}}
 	size := 0
 	err := t.c.InvokeStream(ctx, req, func(f api.Frame) error {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 		switch f.Kind {
 		case "delta":
 			size += len(f.Data)
@@ -441,6 +482,9 @@ func (t *tools) invoke(ctx context.Context, in invokeArgs) (any, error) {
 		}
 		return nil
 	})
+	if errors.Is(err, context.DeadlineExceeded) {
+		return nil, fmt.Errorf("the stream did not end within %v (%d deltas so far): retry with a larger timeout_seconds, or ask for less", timeout, len(out.Deltas))
+	}
 	if err != nil {
 		return nil, err
 	}
