@@ -19,6 +19,7 @@ import (
 
 	"github.com/weftmesh/weft/node/client"
 	weftmcp "github.com/weftmesh/weft/node/mcp"
+	"github.com/weftmesh/weft/node/mcp/mcptest"
 	"github.com/weftmesh/weft/protocol/api"
 )
 
@@ -32,37 +33,6 @@ func mcpSession(t testing.TB, n *Node) *mcp.ClientSession {
 		return d.DialContext(ctx, "unix", sock)
 	}}}
 	return connectMCP(t, &mcp.StreamableClientTransport{Endpoint: "http://weft" + weftmcp.Path, HTTPClient: hc})
-}
-
-func connectMCP(t testing.TB, tr mcp.Transport) *mcp.ClientSession {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "weft-test", Version: "1"}, nil).Connect(ctx, tr, nil)
-	if err != nil {
-		t.Fatalf("mcp connect: %v", err)
-	}
-	t.Cleanup(func() { cs.Close() })
-	return cs
-}
-
-// callTool calls a tool and returns its text answer and whether it is a
-// tool error. A protocol error fails the test.
-func callTool(t testing.TB, cs *mcp.ClientSession, name string, args any) (string, bool) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
-	if err != nil {
-		t.Fatalf("tools/call %s: protocol error %v", name, err)
-	}
-	var text strings.Builder
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			text.WriteString(tc.Text)
-		}
-	}
-	return text.String(), res.IsError
 }
 
 // callAsync calls a tool from another goroutine and delivers its page (or
@@ -87,19 +57,11 @@ func callAsync(cs *mcp.ClientSession, name string, args any) <-chan mcpPage {
 	return ch
 }
 
-// toolOK calls a tool that must succeed and decodes its JSON answer into out.
-func toolOK(t testing.TB, cs *mcp.ClientSession, name string, args, out any) {
-	t.Helper()
-	text, isErr := callTool(t, cs, name, args)
-	if isErr {
-		t.Fatalf("%s %v: tool error %s", name, args, text)
-	}
-	if out != nil {
-		if err := json.Unmarshal([]byte(text), out); err != nil {
-			t.Fatalf("%s answer %q: %v", name, text, err)
-		}
-	}
-}
+var (
+	connectMCP = mcptest.Connect
+	callTool   = mcptest.Call
+	toolOK     = mcptest.OK
+)
 
 type mcpMessage struct {
 	ID      string          `json:"id"`

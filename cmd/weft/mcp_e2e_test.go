@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -15,6 +14,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/weftmesh/weft/node/mcp/mcptest"
 )
 
 // mcpStdio starts `weft mcp` on the home's daemon as an MCP client would
@@ -26,48 +27,11 @@ func mcpStdio(t *testing.T, c cli) *mcp.ClientSession {
 	return mcpConnect(t, &mcp.CommandTransport{Command: cmd})
 }
 
-func mcpConnect(t *testing.T, tr mcp.Transport) *mcp.ClientSession {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "weft-e2e", Version: "1"}, nil).Connect(ctx, tr, nil)
-	if err != nil {
-		t.Fatalf("mcp connect: %v", err)
-	}
-	t.Cleanup(func() { cs.Close() })
-	return cs
-}
-
-// mcpCall calls a tool and returns its text and whether it is a tool error.
-func mcpCall(t *testing.T, cs *mcp.ClientSession, name string, args any) (string, bool) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
-	if err != nil {
-		t.Fatalf("tools/call %s: %v", name, err)
-	}
-	var b strings.Builder
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			b.WriteString(tc.Text)
-		}
-	}
-	return b.String(), res.IsError
-}
-
-func mcpOK(t *testing.T, cs *mcp.ClientSession, name string, args, out any) {
-	t.Helper()
-	text, isErr := mcpCall(t, cs, name, args)
-	if isErr {
-		t.Fatalf("%s: tool error %s", name, text)
-	}
-	if out != nil {
-		if err := json.Unmarshal([]byte(text), out); err != nil {
-			t.Fatalf("%s answered %q: %v", name, text, err)
-		}
-	}
-}
+var (
+	mcpConnect = mcptest.Connect
+	mcpCall    = mcptest.Call
+	mcpOK      = mcptest.OK
+)
 
 // TestMCPStdio: `weft mcp` processes on two daemons (separate processes),
 // driven by the go-sdk client: list tools, join, send on one daemon, read
