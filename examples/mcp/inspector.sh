@@ -67,7 +67,9 @@ start_daemon() {
 	local home=$1
 	shift
 	mkdir -p "$home"
-	weft daemon --home "$home" --no-mdns --listen /ip4/127.0.0.1/tcp/0 "$@" >"$home.log" 2>&1 &
+	# The binary itself in the background (not the weft function, whose
+	# subshell would leave the daemon running when killed).
+	"$work/weft" daemon --home "$home" --no-mdns --listen /ip4/127.0.0.1/tcp/0 "$@" >"$home.log" 2>&1 &
 	pids+=($!)
 	poll 30 "the daemon in $home" weft id --home "$home"
 }
@@ -108,4 +110,9 @@ for args in "--tool-name send --tool-arg space=lab --tool-arg content=[1]" \
 done
 echo "ok bad arguments are tool errors"
 weft id --home "$work/a" >/dev/null || fail "daemon a died"
+# Stop both daemons the way a person would and check they went.
+for pid in "${pids[@]}"; do kill -TERM "$pid"; done
+for pid in "${pids[@]}"; do wait "$pid" || fail "a daemon did not exit cleanly on SIGTERM"; done
+pids=()
+pgrep -f "$work/weft daemon" >/dev/null && fail "a daemon outlived the test"
 echo "PASS mcp-inspector"
