@@ -44,7 +44,8 @@ type LAN struct {
 	Bridge string  // the namespace holding the bridge br0
 	Hosts  []*Host // in order: Hosts[i].Addr is Subnet's .i+1
 
-	ip string // path of iproute2's ip
+	ip   string   // path of iproute2's ip
+	made []string // namespaces created, to remove
 }
 
 // Host is one machine of a LAN: a network namespace with one interface.
@@ -87,6 +88,7 @@ func effectiveCaps() (uint64, error) {
 	return 0, errors.New("no CapEff in /proc/self/status")
 }
 
+// lanSeq numbers the LANs this process builds.
 var lanSeq atomic.Int64
 
 // New builds a LAN of n hosts and removes it when t ends. It skips t when
@@ -96,57 +98,102 @@ func New(t testing.TB, n int) *LAN {
 	if err := Check(); err != nil {
 		t.Skip(err)
 	}
+	lan, err := Build(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := lan.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return lan
+}
+
+// Build builds a LAN of n hosts; Close removes it. It first removes what
+// crashed earlier runs left behind. Programs (not tests) use it; tests use
+// New.
+func Build(n int) (_ *LAN, err error) {
+	if err := Check(); err != nil {
+		return nil, err
+	}
 	if n < 1 || n > MaxHosts {
-		t.Fatalf("netns: %d hosts: want 1 to %d", n, MaxHosts)
+		return nil, fmt.Errorf("netns: %d hosts: want 1 to %d", n, MaxHosts)
 	}
 	ip, _ := exec.LookPath("ip")
 	if err := RemoveStale(); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	name := fmt.Sprintf("%s%d-%d", Prefix, os.Getpid(), lanSeq.Add(1))
 	lan := &LAN{Name: name, Bridge: name + "-br", ip: ip}
-	var made []string // namespaces created, to delete
-	t.Cleanup(func() {
-		// Hosts first: deleting a host's namespace destroys its veth pair.
-		for i := len(made) - 1; i >= 0; i-- {
-			if err := remove(ip, made[i]); err != nil {
-				t.Errorf("netns: remove %s: %v", made[i], err)
-			}
+	defer func() {
+		if err != nil {
+			lan.Close()
 		}
-	})
-	run := func(args ...string) {
-		t.Helper()
+	}()
+	run := func(args ...string) error {
 		if out, err := exec.Command(ip, args...).CombinedOutput(); err != nil {
-			t.Fatalf("netns: ip %s: %v: %s", strings.Join(args, " "), err, bytes.TrimSpace(out))
+			return fmt.Errorf("netns: ip %s: %v: %s", strings.Join(args, " "), err, bytes.TrimSpace(out))
 		}
+		return nil
 	}
-	addNS := func(ns string) {
-		t.Helper()
-		run("netns", "add", ns)
-		made = append(made, ns)
+	addNS := func(ns string) error {
+		if err := run("netns", "add", ns); err != nil {
+			return err
+		}
+		lan.made = append(lan.made, ns)
+		return nil
 	}
-
-	addNS(lan.Bridge)
+	if err := addNS(lan.Bridge); err != nil {
+		return nil, err
+	}
 	br := []string{"-n", lan.Bridge}
-	run(append(br, "link", "set", "lo", "up")...)
 	// Snooping off: the bridge floods multicast to every port, as a
 	// plain switch does, whatever IGMP it has or has not seen.
-	run(append(br, "link", "add", "br0", "type", "bridge", "mcast_snooping", "0")...)
-	run(append(br, "link", "set", "br0", "up")...)
+	for _, args := range [][]string{
+		append(br, "link", "set", "lo", "up"),
+		append(br, "link", "add", "br0", "type", "bridge", "mcast_snooping", "0"),
+		append(br, "link", "set", "br0", "up"),
+	} {
+		if err := run(args...); err != nil {
+			return nil, err
+		}
+	}
 	for i := range n {
 		h := &Host{NS: fmt.Sprintf("%s-h%d", name, i), Iface: "eth0", Addr: hostAddr(i), ip: ip}
-		addNS(h.NS)
+		if err := addNS(h.NS); err != nil {
+			return nil, err
+		}
 		port := fmt.Sprintf("p%d", i)
 		hn := []string{"-n", h.NS}
-		run(append(br, "link", "add", port, "type", "veth", "peer", "name", h.Iface, "netns", h.NS)...)
-		run(append(br, "link", "set", port, "master", "br0", "up")...)
-		run(append(hn, "link", "set", "lo", "up")...)
-		run(append(hn, "addr", "add", netip.PrefixFrom(h.Addr, Subnet.Bits()).String(), "dev", h.Iface)...)
-		run(append(hn, "link", "set", h.Iface, "multicast", "on", "up")...)
-		run(append(hn, "route", "add", "224.0.0.0/4", "dev", h.Iface)...)
+		for _, args := range [][]string{
+			append(br, "link", "add", port, "type", "veth", "peer", "name", h.Iface, "netns", h.NS),
+			append(br, "link", "set", port, "master", "br0", "up"),
+			append(hn, "link", "set", "lo", "up"),
+			append(hn, "addr", "add", netip.PrefixFrom(h.Addr, Subnet.Bits()).String(), "dev", h.Iface),
+			append(hn, "link", "set", h.Iface, "multicast", "on", "up"),
+			append(hn, "route", "add", "224.0.0.0/4", "dev", h.Iface),
+		} {
+			if err := run(args...); err != nil {
+				return nil, err
+			}
+		}
 		lan.Hosts = append(lan.Hosts, h)
 	}
-	return lan
+	return lan, nil
+}
+
+// Close removes the LAN's namespaces, killing what still runs in them.
+func (l *LAN) Close() error {
+	var errs []error
+	// Hosts first: deleting a host's namespace destroys its veth pair.
+	for i := len(l.made) - 1; i >= 0; i-- {
+		if err := remove(l.ip, l.made[i]); err != nil {
+			errs = append(errs, fmt.Errorf("netns: remove %s: %w", l.made[i], err))
+		}
+	}
+	l.made = nil
+	return errors.Join(errs...)
 }
 
 // hostAddr returns host i's address.
