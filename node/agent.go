@@ -66,11 +66,7 @@ func (n *Node) saveCard(c api.Card) error {
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(n.cfg.Home, cardFile+".tmp")
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, filepath.Join(n.cfg.Home, cardFile))
+	return writeFileAtomic(filepath.Join(n.cfg.Home, cardFile), b)
 }
 
 // Card returns this node's agent card: its static part plus the names its

@@ -71,7 +71,7 @@ func (n *Node) listenMCP(ctx context.Context) error {
 		token = hex.EncodeToString(b)
 	}
 	path := filepath.Join(n.cfg.Home, MCPTokenFile)
-	if err := writeSecret(path, token); err != nil {
+	if err := writeFileAtomic(path, []byte(token+"\n")); err != nil {
 		ln.Close()
 		return fmt.Errorf("mcp token: %w", err)
 	}
@@ -99,16 +99,16 @@ func (n *Node) MCPAddr() string {
 	return n.mcpLn.Addr().String()
 }
 
-// writeSecret writes s to path with mode 0600, replacing it atomically. The
-// temporary file is created anew (never through a planted symlink).
-func writeSecret(path, s string) error {
+// writeFileAtomic writes b to path with mode 0600, replacing it atomically.
+// The temporary file is created anew (never through a planted symlink).
+func writeFileAtomic(path string, b []byte) error {
 	tmp := path + ".new"
 	_ = os.Remove(tmp)
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return err
 	}
-	_, err = f.WriteString(s + "\n")
+	_, err = f.Write(b)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -78,7 +79,7 @@ type page struct {
 const startCursor = "start"
 
 // cursorOut is a cursor as the tools answer it.
-func cursorOut(c string) string { return cmpOr(c, startCursor) }
+func cursorOut(c string) string { return cmp.Or(c, startCursor) }
 
 // cursorIn is a cursor a model passed, as the API takes it.
 func cursorIn(c string) string {
@@ -299,7 +300,7 @@ func (t *tools) send(ctx context.Context, in sendArgs) (any, error) {
 }
 
 func (t *tools) read(ctx context.Context, in readArgs) (any, error) {
-	limit := cmpOr(int(in.Limit), defaultLimit)
+	limit := cmp.Or(int(in.Limit), defaultLimit)
 	switch {
 	case in.Space != "" && in.Thread != "":
 		return nil, errors.New("give either space or thread, not both")
@@ -347,7 +348,7 @@ func (t *tools) read(ctx context.Context, in readArgs) (any, error) {
 var errArrived = errors.New("arrived")
 
 func (t *tools) wait(ctx context.Context, in waitArgs) (any, error) {
-	limit := cmpOr(int(in.Limit), defaultLimit)
+	limit := cmp.Or(int(in.Limit), defaultLimit)
 	timeout := defaultWait
 	if in.TimeoutSeconds > 0 {
 		timeout = time.Duration(in.TimeoutSeconds) * time.Second
@@ -402,7 +403,7 @@ func (t *tools) dm(ctx context.Context, in dmArgs) (any, error) {
 }
 
 func (t *tools) inbox(ctx context.Context, in inboxArgs) (any, error) {
-	p, err := t.c.Inbox(ctx, cursorIn(in.After), cmpOr(int(in.Limit), defaultLimit))
+	p, err := t.c.Inbox(ctx, cursorIn(in.After), cmp.Or(int(in.Limit), defaultLimit))
 	if err != nil {
 		return nil, err
 	}
@@ -489,13 +490,4 @@ func (t *tools) invoke(ctx context.Context, in invokeArgs) (any, error) {
 		return nil, err
 	}
 	return out, nil
-}
-
-// cmpOr returns v, or def when v is the zero value.
-func cmpOr[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }

@@ -8,9 +8,10 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/weftmesh/weft/examples/internal/testbed"
 )
 
 // helperEnv makes the test binary act as a small network program inside a
@@ -110,7 +111,7 @@ func helper(mode string, args []string) error {
 }
 
 // helper starts the test binary in host h as a helper in mode.
-func startHelper(t *testing.T, h *Host, mode string, args ...string) (*exec.Cmd, *syncBuffer) {
+func startHelper(t *testing.T, h *Host, mode string, args ...string) (*exec.Cmd, *testbed.Buffer) {
 	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
@@ -118,7 +119,7 @@ func startHelper(t *testing.T, h *Host, mode string, args ...string) (*exec.Cmd,
 	}
 	cmd := h.Command(self, append([]string{"-test.run=^TestHelperProcess$", "--"}, args...)...)
 	cmd.Env = append(os.Environ(), helperEnv+"="+mode)
-	out := &syncBuffer{}
+	out := &testbed.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -133,7 +134,7 @@ func startHelper(t *testing.T, h *Host, mode string, args ...string) (*exec.Cmd,
 }
 
 // waitFor polls out until it contains s.
-func waitFor(t *testing.T, out *syncBuffer, s string) {
+func waitFor(t *testing.T, out *testbed.Buffer, s string) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for !strings.Contains(out.String(), s) {
@@ -168,7 +169,7 @@ func TestLAN(t *testing.T) {
 	}
 
 	t.Run("multicast reaches every other host", func(t *testing.T) {
-		var outs []*syncBuffer
+		var outs []*testbed.Buffer
 		for _, h := range lan.Hosts[1:] {
 			_, out := startHelper(t, h, "mcast-listen")
 			waitFor(t, out, "ready")
@@ -273,23 +274,4 @@ func TestCleanup(t *testing.T) {
 	if have, _ := Namespaces(); slices.Contains(have, stale) {
 		t.Errorf("stale namespace %s was not removed", stale)
 	}
-}
-
-// syncBuffer is a strings.Builder safe for a process writing and a test
-// reading.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
