@@ -27,6 +27,13 @@ const (
 	DHTAuto   = "auto"
 )
 
+// Reachability settings accepted in Config.Reachability.
+const (
+	ReachabilityAuto    = "auto"
+	ReachabilityPublic  = "public"
+	ReachabilityPrivate = "private"
+)
+
 // Defaults used for zero fields of a Config.
 var (
 	DefaultListenAddrs = []string{"/ip4/0.0.0.0/tcp/0", "/ip4/0.0.0.0/udp/0/quic-v1"}
@@ -76,6 +83,14 @@ type Config struct {
 	// SyncWindow limits sync to messages created within this long before
 	// now; zero syncs all the history the stores keep.
 	SyncWindow time.Duration
+	// Reachability is whether peers can dial this node: ReachabilityAuto
+	// (the default) lets AutoNAT find out by asking peers to dial back;
+	// ReachabilityPublic (a node with a public address, e.g. a relay or
+	// bootstrap node) and ReachabilityPrivate (a node known to be behind
+	// NAT) skip the probing. A public node relays for others (circuit relay
+	// v2); a private one reserves a slot on relays among its peers and
+	// upgrades relayed connections by hole punching (DCUtR).
+	Reachability string
 }
 
 // DefaultSyncInterval is the background sync period used when
@@ -94,6 +109,11 @@ func (c Config) Validate() error {
 	}
 	if _, err := dhtMode(c.DHTMode); err != nil {
 		return err
+	}
+	switch c.Reachability {
+	case "", ReachabilityAuto, ReachabilityPublic, ReachabilityPrivate:
+	default:
+		return fmt.Errorf("bad reachability %q: want %q, %q or %q", c.Reachability, ReachabilityAuto, ReachabilityPublic, ReachabilityPrivate)
 	}
 	if c.SyncWindow < 0 {
 		return fmt.Errorf("sync window %v is negative", c.SyncWindow)
@@ -119,6 +139,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.DHTMode == "" {
 		c.DHTMode = DHTServer
+	}
+	if c.Reachability == "" {
+		c.Reachability = ReachabilityAuto
 	}
 	if c.ConnLow == 0 {
 		c.ConnLow = DefaultConnLow

@@ -20,12 +20,13 @@ func TestConfigValidate(t *testing.T) {
 		{"full", Config{
 			ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0", "/ip4/127.0.0.1/udp/0/quic-v1"},
 			Bootstrap:   []string{"/ip4/127.0.0.1/tcp/4001/p2p/" + pid, "/ip4/127.0.0.1/udp/4001/quic-v1/p2p/" + pid},
-			DHTMode:     "client", ConnLow: 10, ConnHigh: 20, Limits: protocol.DefaultLimits(),
+			DHTMode:     "client", Reachability: ReachabilityPrivate, ConnLow: 10, ConnHigh: 20, Limits: protocol.DefaultLimits(),
 		}, ""},
 		{"bad listen", Config{ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0", "/ip4/nope/tcp/1"}}, `bad multiaddr "/ip4/nope/tcp/1"`},
 		{"bad bootstrap", Config{Bootstrap: []string{"127.0.0.1:4001"}}, `bad multiaddr "127.0.0.1:4001"`},
 		{"bootstrap without p2p", Config{Bootstrap: []string{"/ip4/127.0.0.1/tcp/4001"}}, `"/ip4/127.0.0.1/tcp/4001": must end in /p2p/`},
 		{"dht mode", Config{DHTMode: "lighthouse"}, `"lighthouse"`},
+		{"reachability", Config{Reachability: "behind-nat"}, `bad reachability "behind-nat"`},
 		{"negative watermark", Config{ConnLow: -1}, "negative"},
 		{"low above high", Config{ConnLow: 30, ConnHigh: 20}, "low watermark 30 above high watermark 20"},
 		{"limits", Config{Limits: tooBig}, "limits"},
@@ -52,7 +53,7 @@ func TestConfigDefaults(t *testing.T) {
 		}
 	}
 	c := Config{}.withDefaults()
-	if c.Limits != protocol.DefaultLimits() || c.Logger == nil || c.Now == nil || c.DHTMode != DHTServer || len(c.ListenAddrs) == 0 {
+	if c.Limits != protocol.DefaultLimits() || c.Logger == nil || c.Now == nil || c.DHTMode != DHTServer || c.Reachability != ReachabilityAuto || len(c.ListenAddrs) == 0 {
 		t.Errorf("defaults not applied: %+v", c)
 	}
 }

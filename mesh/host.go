@@ -1,13 +1,19 @@
 package mesh
 
 import (
+	"context"
 	"fmt"
+	"sync/atomic"
+	"time"
 
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/host/autorelay"
 	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
 	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
+	relayv2 "github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/relay"
 	"github.com/libp2p/go-libp2p/p2p/security/noise"
 	tls "github.com/libp2p/go-libp2p/p2p/security/tls"
 	quic "github.com/libp2p/go-libp2p/p2p/transport/quic"
@@ -16,10 +22,30 @@ import (
 	"github.com/weftmesh/weft/protocol"
 )
 
+// NAT traversal settings. weft meshes are small and their relays are
+// members, so relays are looked for among the peers often and a refused
+// reservation is retried within minutes, not libp2p's default hour.
+const (
+	relayFindEvery = 10 * time.Second
+	relayBackoff   = time.Minute
+	// Relayed connections carry weft's own traffic (DMs, calls, sync) until
+	// hole punching replaces them, so they may last longer and carry more
+	// than libp2p's defaults (2 min, 128 KiB), which are sized for the hole
+	// punching handshake alone. A message is at most 1 MiB.
+	relayConnDuration = 10 * time.Minute
+	relayConnData     = 8 << 20
+)
+
 // newHost builds the libp2p host: TCP and QUIC, Noise and TLS, libp2p's
 // auto-scaled default resource limits, a connection manager with cfg's
-// watermarks, no relay and no NAT port mapping. cfg has its defaults set.
-func newHost(key crypto.PrivKey, cfg Config) (host.Host, error) {
+// watermarks, and NAT traversal: AutoNAT (client, and a rate-limited service
+// for peers), circuit relay v2 (a relay service that runs while this node is
+// publicly reachable, and the client side: reservations on relays found
+// among the peers while it is not), and hole punching (DCUtR) to replace
+// relayed connections with direct ones. No UPnP or NAT-PMP port mapping.
+// cfg has its defaults set; boot are the bootstrap peers, the first relay
+// candidates.
+func newHost(key crypto.PrivKey, cfg Config, boot []peer.AddrInfo) (host.Host, error) {
 	listen, err := parseListen(cfg.ListenAddrs)
 	if err != nil {
 		return nil, err
@@ -35,6 +61,9 @@ func newHost(key crypto.PrivKey, cfg Config) (host.Host, error) {
 		rm.Close()
 		return nil, fmt.Errorf("connection manager: %w", err)
 	}
+	relayRes := relayv2.DefaultResources()
+	relayRes.Limit = &relayv2.RelayLimit{Duration: relayConnDuration, Data: relayConnData}
+	var self atomic.Pointer[host.Host] // for the relay peer source, set once built
 	// On error libp2p.New closes rm and cm itself.
 	opts := []libp2p.Option{
 		libp2p.Identity(key),
@@ -46,8 +75,23 @@ func newHost(key crypto.PrivKey, cfg Config) (host.Host, error) {
 		libp2p.ResourceManager(rm),
 		libp2p.ConnectionManager(cm),
 		libp2p.UserAgent(protocol.AgentVersion + "/" + Version),
-		libp2p.DisableRelay(),
 		libp2p.DisableMetrics(), // no Prometheus registry: weft serves no /metrics
+		libp2p.EnableRelay(),
+		libp2p.EnableRelayService(relayv2.WithResources(relayRes)),
+		libp2p.EnableNATService(),
+		libp2p.EnableHolePunching(),
+		libp2p.EnableAutoRelayWithPeerSource(relayCandidates(&self, boot),
+			autorelay.WithBootDelay(0),
+			autorelay.WithMinCandidates(1),
+			autorelay.WithMinInterval(relayFindEvery),
+			autorelay.WithBackoff(relayBackoff),
+		),
+	}
+	switch cfg.Reachability {
+	case ReachabilityPublic:
+		opts = append(opts, libp2p.ForceReachabilityPublic())
+	case ReachabilityPrivate:
+		opts = append(opts, libp2p.ForceReachabilityPrivate())
 	}
 	if cfg.Gater != nil {
 		opts = append(opts, libp2p.ConnectionGater(cfg.Gater))
@@ -56,5 +100,38 @@ func newHost(key crypto.PrivKey, cfg Config) (host.Host, error) {
 	if err != nil {
 		return nil, fmt.Errorf("libp2p host: %w", err)
 	}
+	self.Store(&h)
 	return h, nil
+}
+
+// relayCandidates is autorelay's peer source: the bootstrap peers, then the
+// other connected peers, at most num. Autorelay connects to them and keeps
+// those that serve circuit relay v2 (public weft nodes do).
+func relayCandidates(self *atomic.Pointer[host.Host], boot []peer.AddrInfo) autorelay.PeerSource {
+	return func(ctx context.Context, num int) <-chan peer.AddrInfo {
+		out := make(chan peer.AddrInfo, max(num, 0))
+		defer close(out)
+		seen := make(map[peer.ID]bool)
+		add := func(ai peer.AddrInfo) {
+			if len(seen) >= num || seen[ai.ID] {
+				return
+			}
+			seen[ai.ID] = true
+			out <- ai
+		}
+		hp := self.Load()
+		if hp == nil {
+			return out
+		}
+		h := *hp
+		for _, ai := range boot {
+			if ai.ID != h.ID() {
+				add(ai)
+			}
+		}
+		for _, p := range h.Network().Peers() {
+			add(peer.AddrInfo{ID: p, Addrs: h.Peerstore().Addrs(p)})
+		}
+		return out
+	}
 }

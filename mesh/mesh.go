@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	dht "github.com/libp2p/go-libp2p-kad-dht"
@@ -58,6 +59,7 @@ type Mesh struct {
 	done   <-chan struct{}    // closed by cancel
 	wg     sync.WaitGroup
 	hookCh chan func(peer.ID, []ma.Multiaddr) // to identifiedLoop, which owns the hooks
+	reach  atomic.Int32                       // network.Reachability, as AutoNAT last found it
 
 	opMu   sync.Mutex // serializes JoinSpace, LeaveSpace and Close
 	mu     sync.RWMutex
@@ -70,6 +72,9 @@ type PeerInfo struct {
 	ID        peer.ID
 	Addrs     []ma.Multiaddr // remote addresses of the open connections
 	Direction string         // "inbound" or "outbound": of the first open connection
+	// Relayed is true when every open connection goes through a relay
+	// (circuit relay v2): the peer is reachable, but not directly yet.
+	Relayed bool
 }
 
 // New starts a mesh node with identity key (Ed25519). ctx bounds
@@ -87,7 +92,7 @@ func New(ctx context.Context, key crypto.PrivKey, cfg Config) (_ *Mesh, err erro
 	boot, _ := parseBootstrap(cfg.Bootstrap) // checked by Validate
 	mode, _ := dhtMode(cfg.DHTMode)
 
-	h, err := newHost(key, cfg)
+	h, err := newHost(key, cfg, boot)
 	if err != nil {
 		return nil, err
 	}
@@ -112,7 +117,7 @@ func New(ctx context.Context, key crypto.PrivKey, cfg Config) (_ *Mesh, err erro
 	}()
 
 	// Subscribe before anything can connect, so no identification is missed.
-	m.idSub, err = h.EventBus().Subscribe(new(event.EvtPeerIdentificationCompleted))
+	m.idSub, err = h.EventBus().Subscribe([]any{new(event.EvtPeerIdentificationCompleted), new(event.EvtLocalReachabilityChanged)})
 	if err != nil {
 		return nil, fmt.Errorf("event bus: %w", err)
 	}
@@ -234,13 +239,30 @@ func (m *Mesh) Peers() []PeerInfo {
 		if len(conns) == 0 {
 			continue
 		}
-		pi := PeerInfo{ID: p, Direction: direction(conns[0].Stat().Direction)}
+		pi := PeerInfo{ID: p, Direction: direction(conns[0].Stat().Direction), Relayed: true}
 		for _, c := range conns {
 			pi.Addrs = append(pi.Addrs, c.RemoteMultiaddr())
+			pi.Relayed = pi.Relayed && c.Stat().Limited
 		}
 		out = append(out, pi)
 	}
 	return out
+}
+
+// Reachability is whether peers can dial this node, as AutoNAT (or
+// Config.Reachability) says: "public", "private" or "unknown".
+func (m *Mesh) Reachability() string {
+	return reachability(network.Reachability(m.reach.Load()))
+}
+
+func reachability(r network.Reachability) string {
+	switch r {
+	case network.ReachabilityPublic:
+		return ReachabilityPublic
+	case network.ReachabilityPrivate:
+		return ReachabilityPrivate
+	}
+	return "unknown"
 }
 
 func direction(d network.Direction) string {
@@ -299,9 +321,14 @@ func (m *Mesh) identifiedLoop(ctx context.Context) {
 			if !ok {
 				return
 			}
-			ev := e.(event.EvtPeerIdentificationCompleted)
-			for _, f := range hooks {
-				f(ev.Peer, ev.ListenAddrs)
+			switch ev := e.(type) {
+			case event.EvtPeerIdentificationCompleted:
+				for _, f := range hooks {
+					f(ev.Peer, ev.ListenAddrs)
+				}
+			case event.EvtLocalReachabilityChanged:
+				m.reach.Store(int32(ev.Reachability))
+				m.log.Info("reachability", "now", reachability(ev.Reachability))
 			}
 		case <-ctx.Done():
 			return

@@ -26,8 +26,11 @@ type Config struct {
 	Bootstrap []string // peers to connect at start (multiaddrs with /p2p/ID)
 	MDNS      bool     // LAN discovery
 	DHTMode   string   // "server", "client" or "auto"
-	Limits    protocol.Limits
-	Logger    *slog.Logger
+	// Reachability is "auto" (AutoNAT finds out; empty means auto),
+	// "public" or "private" (behind NAT): see mesh.Config.Reachability.
+	Reachability string
+	Limits       protocol.Limits
+	Logger       *slog.Logger
 
 	// Retention is what the node keeps of each space unless set per space
 	// (zero: everything until TTLs end).
@@ -94,6 +97,11 @@ func (c Config) Validate() error {
 	case "server", "client", "auto":
 	default:
 		return fmt.Errorf("config: dht mode %q: want server, client or auto", c.DHTMode)
+	}
+	switch c.Reachability {
+	case "", "auto", "public", "private":
+	default:
+		return fmt.Errorf("config: reachability %q: want auto, public or private", c.Reachability)
 	}
 	return nil
 }

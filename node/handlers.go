@@ -17,7 +17,7 @@ import (
 )
 
 func (n *Node) handleNode(w http.ResponseWriter, r *http.Request) {
-	out := api.Node{ID: n.mesh.ID().String(), Version: Version, Home: n.cfg.Home, Addrs: []string{}}
+	out := api.Node{ID: n.mesh.ID().String(), Version: Version, Home: n.cfg.Home, Addrs: []string{}, Reachability: n.mesh.Reachability()}
 	for _, a := range n.mesh.Addrs() {
 		out.Addrs = append(out.Addrs, a.String())
 	}
@@ -27,7 +27,7 @@ func (n *Node) handleNode(w http.ResponseWriter, r *http.Request) {
 func (n *Node) handlePeers(w http.ResponseWriter, r *http.Request) {
 	out := api.Peers{Peers: []api.Peer{}}
 	for _, p := range n.mesh.Peers() {
-		ap := api.Peer{ID: p.ID.String(), Direction: p.Direction, Addrs: []string{}}
+		ap := api.Peer{ID: p.ID.String(), Direction: p.Direction, Relayed: p.Relayed, Addrs: []string{}}
 		for _, a := range p.Addrs {
 			ap.Addrs = append(ap.Addrs, a.String())
 		}

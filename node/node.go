@@ -91,6 +91,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		Bootstrap:    cfg.Bootstrap,
 		MDNS:         cfg.MDNS,
 		DHTMode:      cfg.DHTMode,
+		Reachability: cfg.Reachability,
 		Limits:       cfg.Limits,
 		Logger:       log.With("part", "mesh"),
 		History:      st,

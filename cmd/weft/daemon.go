@@ -18,6 +18,7 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 	fs.Var(&bootstrap, "bootstrap", "peer to join the mesh through, a multiaddr ending in /p2p/ID (repeatable)")
 	noMDNS := fs.Bool("no-mdns", false, "do not discover peers on the LAN with mDNS")
 	dhtMode := fs.String("dht-mode", "server", "Kademlia DHT mode: server, client or auto")
+	reach := fs.String("reachability", "auto", "can peers dial this node? auto (AutoNAT asks peers to dial back), public (e.g. a relay or bootstrap node with a public address: relays for nodes behind NAT) or private (behind NAT: reached through relays, upgraded by hole punching)")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	keepCount := fs.Int("keep-count", 0, "default retention: keep the newest N messages of each space (0: no limit; `weft join --keep-count` sets it per space)")
 	keepAge := fs.Duration("keep-age", 0, "default retention: keep messages younger than this, e.g. 720h (0: no limit)")
@@ -41,6 +42,7 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 	cfg.Bootstrap = bootstrap
 	cfg.MDNS = !*noMDNS
 	cfg.DHTMode = *dhtMode
+	cfg.Reachability = *reach
 	cfg.Retention.MaxCount = *keepCount
 	cfg.Retention.MaxAge = *keepAge
 	cfg.SyncInterval = *syncEvery

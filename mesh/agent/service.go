@@ -303,7 +303,7 @@ func (s *Service) ask(ctx context.Context, p peer.ID, get string) (_ []byte, _ t
 			err = fmt.Errorf("%w: %w", context.Cause(ctx), err)
 		}
 	}()
-	str, err := s.h.NewStream(ctx, p, Protocol)
+	str, err := s.h.NewStream(network.WithAllowLimitedConn(ctx, "weft-agent"), p, Protocol)
 	if err != nil {
 		return nil, 0, fmt.Errorf("open stream: %w", err)
 	}

@@ -306,7 +306,8 @@ func (s *Service) Call(ctx context.Context, to peer.ID, req protocol.CallRequest
 	if err := checkRequest(&req, s.cfg.limits.MaxSize); err != nil {
 		return nil, err
 	}
-	st, err := s.h.NewStream(ctx, to, protocol.CallProtocol)
+	// A relayed connection will do until hole punching replaces it.
+	st, err := s.h.NewStream(network.WithAllowLimitedConn(ctx, "weft-call"), to, protocol.CallProtocol)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctxError(ctx)

@@ -144,7 +144,8 @@ func (s *Service) ack(st network.Stream, w *bufio.Writer, e *protocol.CallError)
 func (s *Service) Send(ctx context.Context, to peer.ID, msgs [][]byte, acked func(i int, refusal *protocol.CallError)) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.timeout+time.Duration(len(msgs))*time.Second)
 	defer cancel()
-	st, err := s.h.NewStream(ctx, to, protocol.DirectProtocol)
+	// A relayed connection will do until hole punching replaces it.
+	st, err := s.h.NewStream(network.WithAllowLimitedConn(ctx, "weft-direct"), to, protocol.DirectProtocol)
 	if err != nil {
 		return fmt.Errorf("open stream to %s: %w", to, err)
 	}

@@ -16,6 +16,9 @@ type Node struct {
 	Addrs   []string `json:"addrs"` // full multiaddrs, ending in /p2p/ID
 	Version string   `json:"version"`
 	Home    string   `json:"home,omitempty"`
+	// Reachability is whether peers can dial this node: "public",
+	// "private" (behind NAT: reached through relays) or "unknown".
+	Reachability string `json:"reachability,omitempty"`
 }
 
 // Peer is a connected peer (GET /v1/peers).
@@ -23,6 +26,9 @@ type Peer struct {
 	ID        string   `json:"id"`
 	Addrs     []string `json:"addrs"`
 	Direction string   `json:"direction,omitempty"` // "inbound" or "outbound"
+	// Relayed is true when every connection to the peer goes through a
+	// relay (circuit relay v2): reachable, but not directly (yet).
+	Relayed bool `json:"relayed,omitempty"`
 }
 
 // Peers is the answer of GET /v1/peers.
