@@ -78,7 +78,7 @@ func run(ctx context.Context, n, perHost int, weft string) error {
 		return err
 	}
 	defer lan.Close()
-	fmt.Printf("LAN %s: %d hosts on %s, one bridge, nothing else\n", lan.Name, n, netns.Subnet)
+	fmt.Printf("LAN %s: %d hosts on %s, one bridge, nothing else\n", lan.Net.Name, n, netns.Subnet)
 
 	start := time.Now()
 	hs := make([]*host, n)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"slices"
@@ -78,7 +79,7 @@ func helper(mode string, args []string) error {
 			time.Sleep(100 * time.Millisecond)
 		}
 		return nil
-	case "tcp-listen": // accept one connection, echo a line back
+	case "tcp-listen": // accept one connection, print its source, echo a line back
 		ln, err := net.Listen("tcp4", args[0])
 		if err != nil {
 			return err
@@ -90,15 +91,17 @@ func helper(mode string, args []string) error {
 			return err
 		}
 		defer c.Close()
+		fmt.Printf("from %s\n", c.RemoteAddr().(*net.TCPAddr).IP)
 		line, err := bufio.NewReader(c).ReadString('\n')
 		if err != nil {
 			return err
 		}
 		_, err = fmt.Fprintf(c, "echo %s", line)
 		return err
-	case "tcp-dial": // dial args[0], send a line, print the answer
-		c, err := net.DialTimeout("tcp4", args[0], 5*time.Second)
+	case "tcp-dial": // dial args[0], send a line, print the answer; or print the dial error
+		c, err := net.DialTimeout("tcp4", args[0], 3*time.Second)
 		if err != nil {
+			fmt.Println("dial failed:", err)
 			return err
 		}
 		defer c.Close()
@@ -207,7 +210,7 @@ func TestLAN(t *testing.T) {
 			if err != nil {
 				t.Fatalf("ip %q: %v", args, err)
 			}
-			if s := string(out); strings.Contains(s, "br0") || strings.Contains(s, "10.99.0.") || strings.Contains(s, "link-netns "+lan.Name) {
+			if s := string(out); strings.Contains(s, "br0") || strings.Contains(s, "10.99.0.") || strings.Contains(s, "link-netns "+lan.Net.Name) {
 				t.Errorf("ip %q shows the LAN here:\n%s", args, s)
 			}
 		}
@@ -273,5 +276,122 @@ func TestCleanup(t *testing.T) {
 	New(t, 1)
 	if have, _ := Namespaces(); slices.Contains(have, stale) {
 		t.Errorf("stale namespace %s was not removed", stale)
+	}
+}
+
+// dial runs tcp-dial from host from to a tcp-listen helper on host to and
+// returns the listener's and the dialler's output once the dial has ended.
+func dial(t *testing.T, from, to *Host, port int) (srv, cli string) {
+	t.Helper()
+	addr := fmt.Sprintf("%s:%d", to.Addr, port)
+	_, sout := startHelper(t, to, "tcp-listen", addr)
+	waitFor(t, sout, "ready")
+	_, cout := startHelper(t, from, "tcp-dial", addr)
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(cout.String(), "echo hello") && !strings.Contains(cout.String(), "dial failed") {
+		if time.Now().After(deadline) {
+			t.Fatalf("tcp-dial %s from %s did not end: %s", addr, from.NS, cout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return sout.String(), cout.String()
+}
+
+func TestRouted(t *testing.T) {
+	n := NewNet(t)
+	a := n.MustLAN(t, netip.MustParsePrefix("10.99.1.0/24"))
+	b := n.MustLAN(t, netip.MustParsePrefix("10.99.2.0/24"))
+	a1 := a.MustHost(t)
+	r, err := n.AddRouter(a, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Addrs[a].String() != "10.99.1.254" || r.Addrs[b].String() != "10.99.2.254" {
+		t.Fatalf("router addresses %v", r.Addrs)
+	}
+	b1 := b.MustHost(t) // added after the router: gets its routes too
+	if b1.Addr.String() != "10.99.2.1" {
+		t.Fatalf("b1 address %s", b1.Addr)
+	}
+	for _, tc := range []struct{ from, to *Host }{{a1, b1}, {b1, a1}} {
+		srv, cli := dial(t, tc.from, tc.to, 7001)
+		if !strings.Contains(cli, "echo hello") || !strings.Contains(srv, "from "+tc.from.Addr.String()) {
+			t.Errorf("%s to %s: dialler %q, listener %q", tc.from.Addr, tc.to.Addr, cli, srv)
+		}
+	}
+	if out := r.Run(t, "sysctl", "-n", "net.ipv4.ip_forward"); strings.TrimSpace(out) != "1" {
+		t.Errorf("router forwarding %q", out)
+	}
+}
+
+func TestNAT(t *testing.T) {
+	if err := CheckNAT(); err != nil {
+		t.Skip(err)
+	}
+	n := NewNet(t)
+	out := n.MustLAN(t, netip.MustParsePrefix("10.99.9.0/24"))
+	in := n.MustLAN(t, netip.MustParsePrefix("192.168.7.0/24"))
+	srv := out.MustHost(t)
+	nat, err := n.AddNAT(in, out, Cone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli := in.MustHost(t)
+	wan := nat.Addrs[out].String()
+
+	t.Run("inside reaches outside, seen as the NAT", func(t *testing.T) {
+		s, c := dial(t, cli, srv, 7002)
+		if !strings.Contains(c, "echo hello") || !strings.Contains(s, "from "+wan+"\n") {
+			t.Errorf("dialler %q, listener %q: want the connection from the NAT's %s", c, s, wan)
+		}
+	})
+	t.Run("outside cannot reach inside", func(t *testing.T) {
+		// Even with a route to the inside through the NAT, nothing new
+		// gets in: to the inside host, nor to the NAT itself.
+		srv.Run(t, "ip", "route", "add", in.Subnet.String(), "via", wan)
+		if _, c := dial(t, srv, cli, 7003); !strings.Contains(c, "dial failed") {
+			t.Errorf("outside dialled inside: %q", c)
+		}
+	})
+	t.Run("symmetric NAT rules", func(t *testing.T) {
+		in2 := n.MustLAN(t, netip.MustParsePrefix("192.168.8.0/24"))
+		nat2, err := n.AddNAT(in2, out, Symmetric)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rules := nat2.Run(t, "nft", "list", "ruleset"); !strings.Contains(rules, "fully-random") {
+			t.Errorf("symmetric NAT ruleset:\n%s", rules)
+		}
+		h := in2.MustHost(t)
+		s, c := dial(t, h, srv, 7004)
+		if !strings.Contains(c, "echo hello") || !strings.Contains(s, "from "+nat2.Addrs[out].String()+"\n") {
+			t.Errorf("dialler %q, listener %q", c, s)
+		}
+	})
+}
+
+func TestSetLink(t *testing.T) {
+	lan := New(t, 2)
+	a, b := lan.Hosts[0], lan.Hosts[1]
+	if err := b.SetLink(false); err != nil {
+		t.Fatal(err)
+	}
+	if _, c := dial(t, a, b, 7005); !strings.Contains(c, "dial failed") {
+		t.Errorf("dialled a host whose link is down: %q", c)
+	}
+	if err := b.SetLink(true); err != nil {
+		t.Fatal(err)
+	}
+	// A's neighbour entry for b failed while the link was down; the
+	// kernel tries again within seconds, as after a real cable is back.
+	deadline := time.Now().Add(30 * time.Second)
+	for port := 7006; ; port++ {
+		_, c := dial(t, a, b, port)
+		if strings.Contains(c, "echo hello") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the link came back: %q", c)
+		}
 	}
 }
