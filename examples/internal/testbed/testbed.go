@@ -100,9 +100,21 @@ func Start(t testing.TB, args ...string) *Daemon {
 // until its API answers.
 func StartIn(t testing.TB, home string, args ...string) *Daemon {
 	t.Helper()
+	return StartVia(t, nil, home, args...)
+}
+
+// StartVia is StartIn for a daemon run through a wrapper: wrap returns the
+// command line that runs a program with its arguments elsewhere, e.g. in a
+// network namespace (netns.Host.Argv). A nil wrap runs it here.
+func StartVia(t testing.TB, wrap func(name string, args ...string) []string, home string, args ...string) *Daemon {
+	t.Helper()
 	bin := Weft(t)
 	d := &Daemon{Home: home, Client: &client.Client{Home: home}, Log: &Buffer{}, t: t, done: make(chan struct{})}
-	d.cmd = exec.Command(bin, append([]string{"daemon"}, args...)...)
+	argv := append([]string{bin, "daemon"}, args...)
+	if wrap != nil {
+		argv = wrap(bin, argv[1:]...)
+	}
+	d.cmd = exec.Command(argv[0], argv[1:]...)
 	d.cmd.Env = append(os.Environ(), "WEFT_HOME="+home)
 	d.cmd.Stdout, d.cmd.Stderr = d.Log, d.Log
 	if err := d.cmd.Start(); err != nil {
@@ -126,6 +138,13 @@ func StartIn(t testing.TB, home string, args ...string) *Daemon {
 		return true, ""
 	})
 	return d
+}
+
+// Kill kills the daemon with SIGKILL, as a crash or a power cut would, and
+// waits for it to be gone.
+func (d *Daemon) Kill() {
+	_ = d.cmd.Process.Kill()
+	<-d.done
 }
 
 // Stop stops the daemon with SIGTERM (SIGKILL after 20 s) and waits for it.
