@@ -20,6 +20,7 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/discovery/mdns"
 	drouting "github.com/libp2p/go-libp2p/p2p/discovery/routing"
 	"github.com/libp2p/go-libp2p/p2p/net/swarm"
+	relayproto "github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/proto"
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/weftmesh/weft/mesh/reconcile"
@@ -340,9 +341,10 @@ func (m *Mesh) identifiedLoop(ctx context.Context) {
 // advertise and find providers of something (capabilities).
 func (m *Mesh) Discovery() discovery.Discovery { return m.disc }
 
-// Dial makes sure this node is connected to peer p: it uses the addresses
-// it knows, else asks the DHT for them. It returns at once when already
-// connected.
+// Dial makes sure this node is connected to peer p. It tries the
+// addresses it knows, then those the DHT finds, then every relay among its
+// peers (a peer behind NAT holds a reservation on one or more of them, and
+// the DHT may not know which). It returns at once when already connected.
 func (m *Mesh) Dial(ctx context.Context, p peer.ID) error {
 	if p == m.h.ID() {
 		return errors.New("dial: that is this node")
@@ -350,17 +352,77 @@ func (m *Mesh) Dial(ctx context.Context, p peer.ID) error {
 	if m.h.Network().Connectedness(p) == network.Connected {
 		return nil
 	}
-	ai := peer.AddrInfo{ID: p, Addrs: m.h.Peerstore().Addrs(p)}
-	if len(ai.Addrs) == 0 {
-		found, err := m.dht.FindPeer(ctx, p)
-		if err != nil {
-			return fmt.Errorf("find %s: %w", p, err)
-		}
-		ai = found
-	}
 	// A peer that was down a moment ago may be back: skip the dial backoff.
 	if sw, ok := m.h.Network().(interface{ Backoff() *swarm.DialBackoff }); ok {
 		sw.Backoff().Clear(p)
 	}
-	return m.h.Connect(ctx, ai)
+	var errs []error
+	if addrs := m.h.Peerstore().Addrs(p); len(addrs) > 0 {
+		err := m.h.Connect(ctx, peer.AddrInfo{ID: p, Addrs: addrs})
+		if err == nil {
+			return nil
+		}
+		errs = append(errs, err)
+	}
+	// The DHT and the relays at once: a lookup that finds nothing can take
+	// as long as the caller allows. The first to connect wins; the other
+	// is cancelled and waited for.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	results := make(chan error, 2)
+	tries := 1
+	go func() {
+		found, err := m.dht.FindPeer(ctx, p)
+		if err != nil {
+			results <- fmt.Errorf("find %s: %w", p, err)
+			return
+		}
+		results <- m.h.Connect(ctx, found)
+	}()
+	if via := m.relayAddrs(p); len(via) > 0 {
+		tries++
+		go func() {
+			if err := m.h.Connect(ctx, peer.AddrInfo{ID: p, Addrs: via}); err != nil {
+				results <- fmt.Errorf("through relays: %w", err)
+				return
+			}
+			results <- nil
+		}()
+	}
+	connected := false
+	for range tries {
+		err := <-results
+		if err == nil {
+			connected = true
+			cancel()
+		} else if !connected {
+			errs = append(errs, err)
+		}
+	}
+	if connected {
+		return nil
+	}
+	if ctx.Err() != nil {
+		errs = append(errs, ctx.Err())
+	}
+	return errors.Join(errs...)
+}
+
+// relayAddrs returns a circuit address to p through each connected peer
+// that serves circuit relay v2.
+func (m *Mesh) relayAddrs(p peer.ID) []ma.Multiaddr {
+	var out []ma.Multiaddr
+	for _, r := range m.h.Network().Peers() {
+		if r == p {
+			continue
+		}
+		if ok, _ := m.h.Peerstore().SupportsProtocols(r, relayproto.ProtoIDv2Hop); len(ok) == 0 {
+			continue
+		}
+		a, err := ma.NewMultiaddr("/p2p/" + r.String() + "/p2p-circuit")
+		if err == nil {
+			out = append(out, a)
+		}
+	}
+	return out
 }

@@ -35,6 +35,11 @@ func start(t *testing.T, name string, h *netns.Host, args ...string) *node {
 	t.Cleanup(func() { os.RemoveAll(home) })
 	n := &node{name: name, host: h, args: args}
 	n.Daemon = testbed.StartVia(t, h.Argv, home, args...)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("%s's log (last 8 KiB):\n%s", name, lastBytes(n.Log.String(), 8<<10))
+		}
+	})
 	return n
 }
 
@@ -195,3 +200,6 @@ func discover(t *testing.T, n *node, capability string) []string {
 	}
 	return ids
 }
+
+// lastBytes is the last n bytes of s.
+func lastBytes(s string, n int) string { return s[max(0, len(s)-n):] }

@@ -1,0 +1,175 @@
+package netbed
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weftmesh/weft/examples/internal/netns"
+	"github.com/weftmesh/weft/examples/internal/testbed"
+	"github.com/weftmesh/weft/protocol/api"
+)
+
+// internet is the NAT scenario's public side. libp2p's AutoNAT and hole
+// punching act only on globally routable addresses, so it cannot be a
+// private range; the namespaces have no link to the machine's network, so
+// these addresses exist only inside the test bed.
+var internet = netip.MustParsePrefix("11.99.0.0/24")
+
+// TestNAT: hosts behind NATs with no inbound reachability. Four public weft
+// nodes (one, the bootstrap, says it is public and relays; the others find
+// out by AutoNAT). Behind a cone NAT each: a and b; behind a symmetric NAT:
+// c. Each NATed host knows only the bootstrap address. They must learn they
+// are private, reserve a relay slot, be reached through it, and where the
+// NAT allows (cone to cone, cone to public), get a direct connection by
+// hole punching; messages flow both ways.
+func TestNAT(t *testing.T) {
+	if err := netns.CheckNAT(); err != nil {
+		t.Skip(err)
+	}
+	n := netns.NewNet(t)
+	wan := n.MustLAN(t, internet)
+	var pubHosts []*netns.Host
+	for range 4 {
+		pubHosts = append(pubHosts, wan.MustHost(t))
+	}
+	behind := func(subnet string, kind netns.NATKind) (*netns.Host, *netns.Router) {
+		lan := n.MustLAN(t, netip.MustParsePrefix(subnet))
+		r, err := n.AddNAT(lan, wan, kind)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return lan.MustHost(t), r
+	}
+	ha, _ := behind("192.168.1.0/24", netns.Cone)
+	hb, _ := behind("192.168.2.0/24", netns.Cone)
+	hc, _ := behind("192.168.3.0/24", netns.Symmetric)
+
+	relay := start(t, "relay", pubHosts[0], "--reachability", "public")
+	boot := relay.addr(t, "tcp")
+	pub := []*node{relay}
+	for i, h := range pubHosts[1:] {
+		pub = append(pub, start(t, fmt.Sprintf("pub%d", i+1), h, "--bootstrap", boot))
+	}
+	t0 := time.Now()
+	a := start(t, "a", ha, "--bootstrap", boot)
+	b := start(t, "b", hb, "--bootstrap", boot)
+	c := start(t, "c", hc, "--bootstrap", boot)
+	natted := []*node{a, b, c}
+
+	// Each NATed node learns it is private and gets a relay address.
+	var relayed time.Duration
+	testbed.Poll(t, 90*time.Second, "NATed nodes to be private with a relay address", func() (bool, string) {
+		for _, x := range natted {
+			nd, err := x.Client.Node(context.Background())
+			if err != nil {
+				return false, err.Error()
+			}
+			if nd.Reachability != "private" || !slices.ContainsFunc(nd.Addrs, func(s string) bool { return strings.Contains(s, "/p2p-circuit") }) {
+				return false, fmt.Sprintf("%s: %s %v", x.name, nd.Reachability, nd.Addrs)
+			}
+		}
+		return true, ""
+	})
+	relayed = time.Since(t0)
+	for _, x := range natted {
+		nd, _ := x.Client.Node(context.Background())
+		t.Logf("%s: %s %v", x.name, nd.Reachability, nd.Addrs)
+	}
+
+	// Direct messages between every pair that needs the NAT crossed
+	// inwards: to a, b and c from each other and from a public node.
+	type pair struct{ from, to *node }
+	pairs := []pair{{a, b}, {b, a}, {a, c}, {c, b}, {pub[1], a}, {pub[2], c}}
+	var dmLat []time.Duration
+	for _, p := range pairs {
+		d := dm(t, p.from, p.to, "hello from "+p.from.name)
+		dmLat = append(dmLat, d)
+		t.Logf("dm %s → %s: %v, %s", p.from.name, p.to.name, d.Round(time.Microsecond), describe(t, p.from, p.to))
+	}
+	// Hole punching: cone to cone and public to cone become direct.
+	for _, p := range []pair{{a, b}, {pub[1], a}} {
+		testbed.Poll(t, 60*time.Second, p.from.name+"–"+p.to.name+" direct", func() (bool, string) {
+			ph := path(t, p.from, p.to)
+			return ph == "direct", ph
+		})
+	}
+	paths := map[string]string{}
+	for _, p := range pairs {
+		paths[p.from.name+"-"+p.to.name] = path(t, p.from, p.to)
+		t.Logf("%s – %s: %s", p.from.name, p.to.name, describe(t, p.from, p.to))
+	}
+	// Messages both ways once more, on the paths now in use.
+	for _, p := range pairs {
+		dmLat = append(dmLat, dm(t, p.from, p.to, "again from "+p.from.name), dm(t, p.to, p.from, "back from "+p.to.name))
+	}
+	slices.Sort(dmLat)
+
+	all := append(slices.Clone(pub), natted...)
+	join(t, all, "nat")
+	lat := exchange(t, all, "nat", 5, 60*time.Second)
+	t.Logf("summary nat: public=4 natted=3 (a, b cone; c symmetric) private_with_relay_addr=%v paths=%v dm_deliveries=%d dm_p50=%v dm_p99=%v space_deliveries=%d space_p50=%v space_p99=%v",
+		relayed.Round(time.Millisecond), paths, len(dmLat), pct(dmLat, 50), pct(dmLat, 99), len(lat), pct(lat, 50), pct(lat, 99))
+}
+
+// dm sends a direct message and waits until it is in the recipient's
+// inbox; it returns how long that took.
+func dm(t *testing.T, from, to *node, text string) time.Duration {
+	t.Helper()
+	content, _ := json.Marshal(map[string]string{"text": text})
+	t0 := time.Now()
+	res, err := from.Client.DM(context.Background(), api.DMRequest{To: to.ID, Content: content})
+	if err != nil {
+		t.Fatalf("dm %s → %s: %v", from.name, to.name, err)
+	}
+	testbed.Poll(t, 60*time.Second, "dm "+from.name+" → "+to.name, func() (bool, string) {
+		page, err := to.Client.Inbox(context.Background(), "", 1000)
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, m := range page.Messages {
+			if m.ID == res.Message.ID {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("status %s, %d in the inbox", res.Status, len(page.Messages))
+	})
+	return time.Since(t0)
+}
+
+// path says how from is connected to to: "direct", "relayed" or "none".
+func path(t *testing.T, from, to *node) string {
+	t.Helper()
+	ps, err := from.peers(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, ok := ps[to.ID]
+	switch {
+	case !ok:
+		return "none"
+	case p.Relayed:
+		return "relayed"
+	}
+	return "direct"
+}
+
+// describe says how from is connected to to, with the connections'
+// direction and remote addresses.
+func describe(t *testing.T, from, to *node) string {
+	t.Helper()
+	ps, err := from.peers(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, ok := ps[to.ID]
+	if !ok {
+		return "not connected"
+	}
+	return fmt.Sprintf("%s, %s, at %v", path(t, from, to), p.Direction, p.Addrs)
+}
