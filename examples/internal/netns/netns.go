@@ -13,10 +13,10 @@
 // start, with nftables). Nothing is created in the caller's namespace, and
 // no namespace is linked to it: whatever addresses a Net uses exist only
 // inside it. Building one needs root (or CAP_NET_ADMIN and CAP_SYS_ADMIN)
-// and iproute2's ip; NATs need nftables' nft. Everything is removed when
-// the test ends (or Close), even when it fails, and Open first removes what
-// a crashed earlier run left behind (every name starts with Prefix and the
-// creating process's PID).
+// and iproute2's ip; NATs need nftables' nft, which CheckNAT installs when
+// it is missing. Everything is removed when the test ends (or Close), even
+// when it fails, and Open first removes what a crashed earlier run left
+// behind (every name starts with Prefix and the creating process's PID).
 package netns
 
 import (
@@ -53,7 +53,7 @@ type Net struct {
 	ip   string
 	mu   sync.Mutex
 	made []string // namespaces created, to remove
-	ns   int // namespaces numbered so far
+	ns   int      // namespaces numbered so far
 }
 
 // LAN is a virtual Ethernet segment: a bridge and the hosts and routers
@@ -128,15 +128,39 @@ func Check() error {
 }
 
 // CheckNAT reports why this process cannot build NATs: Check's reasons, or
-// no nftables (the nft command; Debian's package nftables).
+// no nftables. When nft is missing it installs Debian's package nftables
+// (once per process; apt waits for another install to finish).
 func CheckNAT() error {
 	if err := Check(); err != nil {
 		return err
 	}
-	if _, err := exec.LookPath("nft"); err != nil {
-		return errors.New("netns: NAT needs nftables' nft command (apt-get install nftables): " + err.Error())
-	}
-	return nil
+	nftOnce.Do(func() {
+		if _, err := exec.LookPath("nft"); err == nil {
+			return
+		}
+		cmd := exec.Command("apt-get", "install", "-y", "-q", "-o", "DPkg::Lock::Timeout=300", "nftables")
+		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			nftErr = fmt.Errorf("netns: NAT needs nftables' nft, and apt-get install nftables failed: %v: %s", err, lastLines(out, 5))
+			return
+		}
+		if _, err := exec.LookPath("nft"); err != nil {
+			nftErr = errors.New("netns: NAT needs nftables' nft: not found after installing nftables")
+		}
+	})
+	return nftErr
+}
+
+var (
+	nftOnce sync.Once
+	nftErr  error
+)
+
+// lastLines returns the last n lines of out.
+func lastLines(out []byte, n int) string {
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 // effectiveCaps reads this process's effective capability set.
