@@ -30,7 +30,7 @@ func testLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
-// newTestMesh starts a mesh with cfg on loopback, mDNS off, bootstrapping to
+// newTestMesh starts a mesh with cfg on loopback (unless cfg says where), mDNS off, bootstrapping to
 // boot; it is closed when the test ends.
 func newTestMesh(tb testing.TB, cfg Config, boot ...*Mesh) (*Mesh, crypto.PrivKey) {
 	tb.Helper()
@@ -38,7 +38,9 @@ func newTestMesh(tb testing.TB, cfg Config, boot ...*Mesh) (*Mesh, crypto.PrivKe
 	if err != nil {
 		tb.Fatal(err)
 	}
-	cfg.ListenAddrs = loopback
+	if cfg.ListenAddrs == nil {
+		cfg.ListenAddrs = loopback
+	}
 	cfg.MDNS = false
 	cfg.Logger = testLogger()
 	for _, b := range boot {
