@@ -70,7 +70,11 @@ func runPeers(ctx context.Context, e *env, args []string) error {
 		if len(p.Addrs) > 0 {
 			addr = p.Addrs[0]
 		}
-		fmt.Fprintf(e.stdout, "%s  %-8s %s\n", p.ID, p.Direction, addr)
+		via := ""
+		if p.Relayed {
+			via = "  (relayed)"
+		}
+		fmt.Fprintf(e.stdout, "%s  %-8s %s%s\n", p.ID, p.Direction, addr, via)
 	}
 	return nil
 }
