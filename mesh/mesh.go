@@ -324,6 +324,7 @@ func (m *Mesh) identifiedLoop(ctx context.Context) {
 			}
 			switch ev := e.(type) {
 			case event.EvtPeerIdentificationCompleted:
+				m.closeEarlierRuns(ev)
 				for _, f := range hooks {
 					f(ev.Peer, ev.ListenAddrs)
 				}
