@@ -37,7 +37,7 @@ func start(t *testing.T, name string, h *netns.Host, args ...string) *node {
 	n.Daemon = testbed.StartVia(t, h.Argv, home, args...)
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("%s's log (last 8 KiB):\n%s", name, lastBytes(n.Log.String(), 8<<10))
+			t.Logf("%s's log, last lines:\n%s", name, tail(n.Log.String(), 60))
 		}
 	})
 	return n
@@ -201,5 +201,3 @@ func discover(t *testing.T, n *node, capability string) []string {
 	return ids
 }
 
-// lastBytes is the last n bytes of s.
-func lastBytes(s string, n int) string { return s[max(0, len(s)-n):] }
