@@ -200,4 +200,3 @@ func discover(t *testing.T, n *node, capability string) []string {
 	}
 	return ids
 }
-
