@@ -50,6 +50,10 @@ func newHost(key crypto.PrivKey, cfg Config, boot []peer.AddrInfo) (host.Host, e
 	if err != nil {
 		return nil, err
 	}
+	id, err := peer.IDFromPrivateKey(key)
+	if err != nil {
+		return nil, err
+	}
 	limits := rcmgr.DefaultLimits // a copy; its maps are nil, so the global is untouched
 	libp2p.SetDefaultServiceLimits(&limits)
 	rm, err := rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(limits.AutoScale()))
@@ -80,7 +84,7 @@ func newHost(key crypto.PrivKey, cfg Config, boot []peer.AddrInfo) (host.Host, e
 		libp2p.EnableRelayService(relayv2.WithResources(relayRes)),
 		libp2p.EnableNATService(),
 		libp2p.EnableHolePunching(),
-		libp2p.EnableAutoRelayWithPeerSource(relayCandidates(&self, boot),
+		libp2p.EnableAutoRelayWithPeerSource(relayCandidates(id, &self, boot),
 			autorelay.WithBootDelay(0),
 			autorelay.WithMinCandidates(1),
 			autorelay.WithMinInterval(relayFindEvery),
@@ -107,7 +111,7 @@ func newHost(key crypto.PrivKey, cfg Config, boot []peer.AddrInfo) (host.Host, e
 // relayCandidates is autorelay's peer source: the bootstrap peers, then the
 // other connected peers, at most num. Autorelay connects to them and keeps
 // those that serve circuit relay v2 (public weft nodes do).
-func relayCandidates(self *atomic.Pointer[host.Host], boot []peer.AddrInfo) autorelay.PeerSource {
+func relayCandidates(id peer.ID, self *atomic.Pointer[host.Host], boot []peer.AddrInfo) autorelay.PeerSource {
 	return func(ctx context.Context, num int) <-chan peer.AddrInfo {
 		out := make(chan peer.AddrInfo, max(num, 0))
 		defer close(out)
@@ -119,18 +123,17 @@ func relayCandidates(self *atomic.Pointer[host.Host], boot []peer.AddrInfo) auto
 			seen[ai.ID] = true
 			out <- ai
 		}
-		hp := self.Load()
-		if hp == nil {
-			return out
-		}
-		h := *hp
 		for _, ai := range boot {
-			if ai.ID != h.ID() {
+			if ai.ID != id {
 				add(ai)
 			}
 		}
-		for _, p := range h.Network().Peers() {
-			add(peer.AddrInfo{ID: p, Addrs: h.Peerstore().Addrs(p)})
+		// Autorelay may ask before libp2p.New has returned the host.
+		if hp := self.Load(); hp != nil {
+			h := *hp
+			for _, p := range h.Network().Peers() {
+				add(peer.AddrInfo{ID: p, Addrs: h.Peerstore().Addrs(p)})
+			}
 		}
 		return out
 	}

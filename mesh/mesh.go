@@ -243,7 +243,8 @@ func (m *Mesh) Peers() []PeerInfo {
 		pi := PeerInfo{ID: p, Direction: direction(conns[0].Stat().Direction), Relayed: true}
 		for _, c := range conns {
 			pi.Addrs = append(pi.Addrs, c.RemoteMultiaddr())
-			pi.Relayed = pi.Relayed && c.Stat().Limited
+			_, err := c.RemoteMultiaddr().ValueForProtocol(ma.P_CIRCUIT)
+			pi.Relayed = pi.Relayed && err == nil
 		}
 		out = append(out, pi)
 	}
@@ -359,7 +360,15 @@ func (m *Mesh) Dial(ctx context.Context, p peer.ID) error {
 	}
 	var errs []error
 	if addrs := m.h.Peerstore().Addrs(p); len(addrs) > 0 {
-		err := m.h.Connect(ctx, peer.AddrInfo{ID: p, Addrs: addrs})
+		// Half the time left at most: a known address that drops packets
+		// (a NATed peer's LAN address, say) takes the whole deadline to
+		// fail, and the DHT or a relay may know better.
+		kctx, kcancel := ctx, context.CancelFunc(func() {})
+		if dl, ok := ctx.Deadline(); ok {
+			kctx, kcancel = context.WithTimeout(ctx, time.Until(dl)/2)
+		}
+		err := m.h.Connect(kctx, peer.AddrInfo{ID: p, Addrs: addrs})
+		kcancel()
 		if err == nil {
 			return nil
 		}

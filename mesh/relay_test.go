@@ -2,6 +2,8 @@ package mesh
 
 import (
 	"context"
+	"net"
+	"strconv"
 	"testing"
 	"time"
 
@@ -59,13 +61,32 @@ func TestDialThroughRelay(t *testing.T) {
 	// advertises only public relay addresses, and this is loopback), so
 	// only Dial's try through every relay among the peers can work, once
 	// the reservation is made.
-	var lastErr error
 	waitFor(t, 30*time.Second, "a dial through the relay", func() bool {
 		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
 		defer cancel()
-		lastErr = dialer.Dial(ctx, private.ID())
-		return lastErr == nil
+		return dialer.Dial(ctx, private.ID()) == nil
 	})
+
+	// Again, now that the reservation is known to be there, with an
+	// address of the private node that drops every packet (as its LAN
+	// address, learnt through identify, does from outside the LAN): one
+	// dial within the deadline the daemon gives it (5 s) must still get
+	// through the relay.
+	if err := dialer.h.Network().ClosePeer(private.ID()); err != nil {
+		t.Fatal(err)
+	}
+	hole, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hole.Close()
+	dead := ma.StringCast("/ip4/127.0.0.1/udp/" + strconv.Itoa(hole.LocalAddr().(*net.UDPAddr).Port) + "/quic-v1")
+	dialer.h.Peerstore().AddAddr(private.ID(), dead, time.Hour)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	if err := dialer.Dial(ctx, private.ID()); err != nil {
+		t.Fatalf("dial with a dead address known: %v", err)
+	}
 	var info PeerInfo
 	for _, p := range dialer.Peers() {
 		if p.ID == private.ID() {

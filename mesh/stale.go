@@ -15,10 +15,11 @@ import (
 // resets a dead process's connections.
 //
 // A QUIC connection leads to an earlier run when it is older than the
-// connection the peer just identified on, and goes to one of the peer's
-// listen IPs but to a port it no longer listens on (libp2p's QUIC dials
-// from its listen port, so this holds for inbound connections too).
-// Connections to other IPs (through a NAT, say) are left alone.
+// connection the identification (or identify push) came on, and goes to
+// one of the peer's listen IPs but to a port it no longer listens on
+// (libp2p's QUIC dials from its listen port, so this holds for inbound
+// connections too). Connections to other IPs (through a NAT, say) and
+// relayed ones are left alone.
 func (m *Mesh) closeEarlierRuns(ev event.EvtPeerIdentificationCompleted) {
 	if ev.Conn == nil || len(ev.ListenAddrs) == 0 {
 		return
