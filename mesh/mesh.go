@@ -243,8 +243,7 @@ func (m *Mesh) Peers() []PeerInfo {
 		pi := PeerInfo{ID: p, Direction: direction(conns[0].Stat().Direction), Relayed: true}
 		for _, c := range conns {
 			pi.Addrs = append(pi.Addrs, c.RemoteMultiaddr())
-			_, err := c.RemoteMultiaddr().ValueForProtocol(ma.P_CIRCUIT)
-			pi.Relayed = pi.Relayed && err == nil
+			pi.Relayed = pi.Relayed && isCircuit(c.RemoteMultiaddr())
 		}
 		out = append(out, pi)
 	}
@@ -265,6 +264,12 @@ func reachability(r network.Reachability) string {
 		return ReachabilityPrivate
 	}
 	return "unknown"
+}
+
+// isCircuit reports whether a goes through a relay (…/p2p-circuit…).
+func isCircuit(a ma.Multiaddr) bool {
+	_, err := a.ValueForProtocol(ma.P_CIRCUIT)
+	return err == nil
 }
 
 func direction(d network.Direction) string {

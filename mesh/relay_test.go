@@ -30,11 +30,6 @@ func (behindNAT) InterceptSecured(d network.Direction, _ peer.ID, cm network.Con
 	return d == network.DirOutbound || isCircuit(cm.RemoteMultiaddr())
 }
 
-func isCircuit(a ma.Multiaddr) bool {
-	_, err := a.ValueForProtocol(ma.P_CIRCUIT)
-	return err == nil
-}
-
 // TestDialThroughRelay: a node that accepts nothing directly holds a
 // reservation on a public node's relay; a third node, which knows only
 // the relay, reaches it through the relay: Dial finds the way although the

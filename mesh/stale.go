@@ -52,7 +52,7 @@ func quicEndpoint(a ma.Multiaddr) (ip, port string, ok bool) {
 	if _, err := a.ValueForProtocol(ma.P_QUIC_V1); err != nil {
 		return "", "", false
 	}
-	if _, err := a.ValueForProtocol(ma.P_CIRCUIT); err == nil {
+	if isCircuit(a) {
 		return "", "", false
 	}
 	nip, err := manet.ToIP(a)

@@ -143,33 +143,37 @@ func dm(t *testing.T, from, to *node, text string) time.Duration {
 }
 
 // path says how from is connected to to: "direct", "relayed" or "none".
-func path(t *testing.T, from, to *node) string {
-	t.Helper()
-	ps, err := from.peers(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, ok := ps[to.ID]
-	switch {
-	case !ok:
-		return "none"
-	case p.Relayed:
-		return "relayed"
-	}
-	return "direct"
-}
+func path(t *testing.T, from, to *node) string { return kind(link(t, from, to)) }
 
 // describe says how from is connected to to, with the connections'
 // direction and remote addresses.
 func describe(t *testing.T, from, to *node) string {
 	t.Helper()
+	p, ok := link(t, from, to)
+	if !ok {
+		return "not connected"
+	}
+	return fmt.Sprintf("%s, %s, at %v", kind(p, ok), p.Direction, p.Addrs)
+}
+
+// link returns from's view of its connections to to, if any.
+func link(t *testing.T, from, to *node) (api.Peer, bool) {
+	t.Helper()
 	ps, err := from.peers(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	p, ok := ps[to.ID]
-	if !ok {
-		return "not connected"
+	return p, ok
+}
+
+// kind names a connection's path.
+func kind(p api.Peer, connected bool) string {
+	switch {
+	case !connected:
+		return "none"
+	case p.Relayed:
+		return "relayed"
 	}
-	return fmt.Sprintf("%s, %s, at %v", path(t, from, to), p.Direction, p.Addrs)
+	return "direct"
 }
