@@ -135,10 +135,13 @@ func TestSpaceLifecycle(t *testing.T) {
 	if err := a.JoinSpace(space, newRecorder()); err != nil {
 		t.Fatal(err)
 	}
-	bad := *msg
-	bad.Sig = slices.Clone(msg.Sig)
-	bad.Sig[0] ^= 1
-	if err := a.Publish(t.Context(), &bad); err == nil {
+	wire := slices.Clone(msg.Encode())
+	wire[len(wire)-1] ^= 1 // the signature's last byte
+	bad, err := protocol.Decode(wire, protocol.DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Publish(t.Context(), bad); err == nil {
 		t.Fatal("published a message with a bad signature")
 	}
 	if err := a.JoinSpace(protocol.ID{}, newRecorder()); err == nil {

@@ -5,16 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/weftmesh/weft/internal/atomicfile"
 	"github.com/weftmesh/weft/mesh/agent"
 	"github.com/weftmesh/weft/protocol"
 	"github.com/weftmesh/weft/protocol/api"
@@ -22,16 +21,18 @@ import (
 
 // Discovery defaults.
 const (
-	defaultDiscoverWait = 10 * time.Second
-	maxDiscoverWait     = 2 * time.Minute
-	cardFile            = "card.json"
+	// DefaultDiscoverWait bounds discovery and card and health look-ups.
+	DefaultDiscoverWait = 10 * time.Second
+	// MaxDiscoverWait is the longest a discovery may be given.
+	MaxDiscoverWait = 2 * time.Minute
+	cardFile        = "card.json"
 )
 
 // cardState is the part of the agent card set by the daemon's flags or
-// PUT /v1/card (kept in <home>/card.json); handlers add their names.
+// SetCard (kept in <home>/card.json); handlers add their names.
 type cardState struct {
 	mu     sync.Mutex
-	static api.Card
+	static protocol.Card // ID and Version unused
 }
 
 // loadCard reads the stored card, then applies cfg's (flags win).
@@ -61,12 +62,12 @@ func (n *Node) loadCard() error {
 	return n.saveCard(n.card.static)
 }
 
-func (n *Node) saveCard(c api.Card) error {
+func (n *Node) saveCard(c protocol.Card) error {
 	b, err := json.MarshalIndent(c, "", "  ")
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(filepath.Join(n.cfg.Home, cardFile), b)
+	return atomicfile.Write(filepath.Join(n.cfg.Home, cardFile), b)
 }
 
 // Card returns this node's agent card: its static part plus the names its
@@ -82,7 +83,7 @@ func (n *Node) Card() protocol.Card {
 			continue
 		}
 		seen[cp.Name] = true
-		c.Capabilities = append(c.Capabilities, protocol.Capability(cp))
+		c.Capabilities = append(c.Capabilities, cp)
 	}
 	slices.SortFunc(c.Capabilities, func(a, b protocol.Capability) int {
 		switch {
@@ -130,25 +131,16 @@ func (n *Node) advertise() {
 	}
 }
 
-func apiCard(c protocol.Card) api.Card {
-	out := api.Card{ID: c.ID, Name: c.Name, Description: c.Description, Version: c.Version, Capabilities: []api.Capability{}}
-	for _, cp := range c.Capabilities {
-		out.Capabilities = append(out.Capabilities, api.Capability(cp))
-	}
-	return out
+// CardUpdate changes this node's card; nil fields are left as they are.
+type CardUpdate struct {
+	Name         *string
+	Description  *string
+	Capabilities *[]protocol.Capability
 }
 
-func (n *Node) handleCard(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, apiCard(n.Card()))
-}
-
-// handleSetCard serves PUT /v1/card: this node's name, description and
-// static capabilities (kept across restarts).
-func (n *Node) handleSetCard(w http.ResponseWriter, r *http.Request) {
-	var u api.CardUpdate
-	if !decodeBody(w, r, maxSmallBody, &u) {
-		return
-	}
+// SetCard changes this node's name, description and static capabilities
+// (kept across restarts) and returns the new card.
+func (n *Node) SetCard(u CardUpdate) (protocol.Card, error) {
 	n.card.mu.Lock()
 	c := n.card.static
 	n.card.mu.Unlock()
@@ -162,13 +154,11 @@ func (n *Node) handleSetCard(w http.ResponseWriter, r *http.Request) {
 		c.Capabilities = *u.Capabilities
 	}
 	if len(c.Name) > 256 || len(c.Description) > 4096 || len(c.Capabilities) > 64 {
-		writeError(w, http.StatusBadRequest, api.CodeBadRequest, "card too big: name ≤ 256 bytes, description ≤ 4096 bytes, ≤ 64 capabilities")
-		return
+		return protocol.Card{}, errorf(api.CodeBadRequest, "card too big: name ≤ 256 bytes, description ≤ 4096 bytes, ≤ 64 capabilities")
 	}
 	for _, cp := range c.Capabilities {
 		if err := checkCapability(cp); err != nil {
-			writeError(w, http.StatusBadRequest, api.CodeBadRequest, err.Error())
-			return
+			return protocol.Card{}, err
 		}
 	}
 	n.card.mu.Lock()
@@ -178,115 +168,60 @@ func (n *Node) handleSetCard(w http.ResponseWriter, r *http.Request) {
 	}
 	n.card.mu.Unlock()
 	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, "save card: "+err.Error())
-		return
+		return protocol.Card{}, fmt.Errorf("save card: %w", err)
 	}
 	n.advertise()
-	writeJSON(w, http.StatusOK, apiCard(n.Card()))
+	return n.Card(), nil
 }
 
-// pathPeer resolves {peer}, or answers 400.
-func pathPeer(w http.ResponseWriter, r *http.Request) (peer.ID, bool) {
-	p, err := peer.Decode(r.PathValue("peer"))
-	if err != nil {
-		writeError(w, http.StatusBadRequest, api.CodeBadPeer, strconv.Quote(r.PathValue("peer"))+" is not a peer ID")
-		return "", false
-	}
-	return p, true
-}
-
-func (n *Node) handlePeerCard(w http.ResponseWriter, r *http.Request) {
-	p, ok := pathPeer(w, r)
-	if !ok {
-		return
-	}
+// PeerCard returns a peer's agent card (this node's own for its ID).
+func (n *Node) PeerCard(ctx context.Context, p peer.ID) (protocol.Card, error) {
 	if p == n.mesh.ID() {
-		writeJSON(w, http.StatusOK, apiCard(n.Card()))
-		return
+		return n.Card(), nil
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), defaultDiscoverWait)
+	ctx, cancel := context.WithTimeout(ctx, DefaultDiscoverWait)
 	defer cancel()
-	if cerr := n.reach(ctx, p); cerr != nil {
-		writeCallError(w, cerr)
-		return
+	if err := n.reach(ctx, p); err != nil {
+		return protocol.Card{}, err
 	}
 	c, err := n.agent.Card(ctx, p)
 	if err != nil {
-		writeError(w, http.StatusBadGateway, api.CodeUnreachable, err.Error())
-		return
+		return protocol.Card{}, protocol.Errorf(protocol.CodeUnreachable, "%v", err)
 	}
-	writeJSON(w, http.StatusOK, apiCard(c))
+	return c, nil
 }
 
-func (n *Node) handlePeerHealth(w http.ResponseWriter, r *http.Request) {
-	p, ok := pathPeer(w, r)
-	if !ok {
-		return
-	}
-	out := api.Health{Peer: p.String()}
-	var h protocol.Health
+// PeerHealth returns a peer's heartbeat and the round trip it took (this
+// node's own, with no round trip, for its ID).
+func (n *Node) PeerHealth(ctx context.Context, p peer.ID) (protocol.Health, time.Duration, error) {
 	if p == n.mesh.ID() {
-		h = n.Health()
-	} else {
-		ctx, cancel := context.WithTimeout(r.Context(), defaultDiscoverWait)
-		defer cancel()
-		if cerr := n.reach(ctx, p); cerr != nil {
-			writeCallError(w, cerr)
-			return
-		}
-		var rtt time.Duration
-		var err error
-		h, rtt, err = n.agent.Health(ctx, p)
-		if err != nil {
-			writeError(w, http.StatusBadGateway, api.CodeUnreachable, err.Error())
-			return
-		}
-		out.RTTMillis = float64(rtt.Microseconds()) / 1000
+		return n.Health(), 0, nil
 	}
-	out.Status, out.ActiveCalls, out.Handlers, out.Load, out.UptimeS = h.Status, h.ActiveCalls, h.Handlers, h.Load, h.UptimeS
-	writeJSON(w, http.StatusOK, out)
+	ctx, cancel := context.WithTimeout(ctx, DefaultDiscoverWait)
+	defer cancel()
+	if err := n.reach(ctx, p); err != nil {
+		return protocol.Health{}, 0, err
+	}
+	h, rtt, err := n.agent.Health(ctx, p)
+	if err != nil {
+		return protocol.Health{}, 0, protocol.Errorf(protocol.CodeUnreachable, "%v", err)
+	}
+	return h, rtt, nil
 }
 
-// handleDiscover serves GET /v1/discover?capability=NAME[&limit=N][&timeout=D].
-func (n *Node) handleDiscover(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	name := q.Get("capability")
-	if err := protocol.CheckName(name); err != nil {
-		writeError(w, http.StatusBadRequest, api.CodeBadRequest, "capability: "+err.Error())
-		return
+// Discover finds up to limit (0: any number) peers offering a capability
+// within ctx's time (DefaultDiscoverWait when ctx has no deadline).
+func (n *Node) Discover(ctx context.Context, capability string, limit int) ([]agent.Provider, error) {
+	if err := protocol.CheckName(capability); err != nil {
+		return nil, errorf(api.CodeBadRequest, "capability: %v", err)
 	}
-	limit := 0
-	if s := q.Get("limit"); s != "" {
-		v, err := strconv.Atoi(s)
-		if err != nil || v < 0 {
-			writeError(w, http.StatusBadRequest, api.CodeBadRequest, "limit must be a non-negative integer")
-			return
-		}
-		limit = v
+	if limit < 0 {
+		return nil, errorf(api.CodeBadRequest, "limit must be a non-negative integer")
 	}
-	wait := defaultDiscoverWait
-	if s := q.Get("timeout"); s != "" {
-		d, err := time.ParseDuration(s)
-		if err != nil || d <= 0 || d > maxDiscoverWait {
-			writeError(w, http.StatusBadRequest, api.CodeBadRequest, "timeout must be a duration up to "+maxDiscoverWait.String())
-			return
-		}
-		wait = d
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultDiscoverWait)
+		defer cancel()
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), wait)
-	defer cancel()
-	found, err := n.agent.Discover(ctx, name, limit)
-	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, err.Error())
-		return
-	}
-	out := api.Discovery{Capability: name, Providers: []api.Provider{}}
-	for _, p := range found {
-		ap := api.Provider{Card: apiCard(p.Card)}
-		for _, a := range p.Addrs {
-			ap.Addrs = append(ap.Addrs, a.String())
-		}
-		out.Providers = append(out.Providers, ap)
-	}
-	writeJSON(w, http.StatusOK, out)
+	return n.agent.Discover(ctx, capability, limit)
 }

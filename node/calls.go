@@ -2,294 +2,369 @@ package node
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"sync"
-	"sync/atomic"
+	"encoding/json"
+	"io"
 	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/weftmesh/weft/mesh/call"
 	"github.com/weftmesh/weft/protocol"
 	"github.com/weftmesh/weft/protocol/api"
 )
 
-// Handler connections.
+// Call defaults.
 const (
-	defaultHandlerConcurrency = 64
-	maxHandlerConcurrency     = 4096
-	handlerEventBuffer        = 256
+	// DefaultCallTimeout bounds a unary call that sets no timeout.
+	DefaultCallTimeout = 60 * time.Second
+	// MaxHandlerConcurrency bounds the calls one handler takes at once.
+	MaxHandlerConcurrency = 4096
 )
 
-// handlers routes calls that reach this node to the agents that registered
-// to serve them (POST /v1/handlers). It is the node's call.Handler.
-type handlers struct {
-	mu     sync.Mutex
-	byName map[string][]*handlerConn
-	calls  map[string]*servedCall
-	onCaps func() // called when the set of served names changes
-	active atomic.Int64
-	nextRR atomic.Uint64
+// HandlerSpec says what a handler serves.
+type HandlerSpec struct {
+	Names        []string              // call names served
+	Capabilities []protocol.Capability // descriptions of (some of) those names, for the card
+	Concurrency  int                   // calls at once (0: 64)
 }
 
-func newHandlers() *handlers {
-	return &handlers{byName: make(map[string][]*handlerConn), calls: make(map[string]*servedCall)}
-}
-
-// handlerConn is one registered handler connection.
-type handlerConn struct {
-	names  []string
-	caps   []api.Capability
-	slots  chan struct{}         // calls in flight on this connection
-	events chan api.HandlerEvent // calls, to the connection's stream
-	done   chan struct{}         // closed when the connection goes away
-
-	// Cancellations are never dropped: they wait here for the writer,
-	// which is woken through cancelled.
-	cancelMu  sync.Mutex
-	cancels   []string
-	cancelled chan struct{} // capacity 1
-}
-
-// cancel queues a cancel event for call id without blocking.
-func (hc *handlerConn) cancel(id string) {
-	hc.cancelMu.Lock()
-	hc.cancels = append(hc.cancels, id)
-	hc.cancelMu.Unlock()
-	select {
-	case hc.cancelled <- struct{}{}:
-	default:
+// RegisterHandler makes an agent's connection a handler of spec's names:
+// calls to them are handed to it (Handler.Calls) until Handler.Close.
+func (n *Node) RegisterHandler(spec HandlerSpec) (*Handler, error) {
+	if len(spec.Names) == 0 {
+		return nil, errorf(api.CodeBadRequest, "names is empty: give the names of the calls to serve")
 	}
-}
-
-// takeCancels returns and clears the queued cancellations.
-func (hc *handlerConn) takeCancels() []string {
-	hc.cancelMu.Lock()
-	defer hc.cancelMu.Unlock()
-	ids := hc.cancels
-	hc.cancels = nil
-	return ids
-}
-
-// servedCall is a call being served by an agent through the API.
-type servedCall struct {
-	id   string
-	c    *call.Call
-	ctx  context.Context
-	conn *handlerConn
-
-	mu       sync.Mutex // serializes writes to c
-	finished bool       // c was answered, or the call ended
-	answered chan struct{}
-}
-
-// register adds a handler connection for its names.
-func (hs *handlers) register(hc *handlerConn) {
-	hs.mu.Lock()
-	for _, name := range hc.names {
-		hs.byName[name] = append(hs.byName[name], hc)
+	for _, name := range spec.Names {
+		if err := protocol.CheckName(name); err != nil {
+			return nil, wrap(api.CodeBadRequest, err)
+		}
 	}
-	f := hs.onCaps
-	hs.mu.Unlock()
-	if f != nil {
-		f()
+	for _, c := range spec.Capabilities {
+		if err := checkCapability(c); err != nil {
+			return nil, err
+		}
 	}
+	conc := spec.Concurrency
+	switch {
+	case conc == 0:
+		conc = defaultHandlerConcurrency
+	case conc < 0 || conc > MaxHandlerConcurrency:
+		return nil, errorf(api.CodeBadRequest, "concurrency must be 1..%d", MaxHandlerConcurrency)
+	}
+	hc := &Handler{
+		hs:        n.handlers,
+		names:     spec.Names,
+		caps:      spec.Capabilities,
+		slots:     make(chan struct{}, conc),
+		events:    make(chan IncomingCall, handlerEventBuffer),
+		done:      make(chan struct{}),
+		cancelled: make(chan struct{}, 1),
+	}
+	n.handlers.register(hc)
+	return hc, nil
 }
 
-// unregister removes a handler connection; calls it was serving fail.
-func (hs *handlers) unregister(hc *handlerConn) {
-	hs.mu.Lock()
-	for _, name := range hc.names {
-		conns := hs.byName[name]
-		for i, c := range conns {
-			if c == hc {
-				conns = append(conns[:i:i], conns[i+1:]...)
-				break
+// checkCapability checks a capability an agent describes.
+func checkCapability(c protocol.Capability) error {
+	if err := protocol.CheckName(c.Name); err != nil {
+		return wrap(api.CodeBadRequest, err)
+	}
+	for _, s := range []json.RawMessage{c.InputSchema, c.OutputSchema} {
+		if len(s) > 0 && (!json.Valid(s) || s[0] != '{') {
+			return errorf(api.CodeBadRequest, "capability %s: a schema must be a JSON object", c.Name)
+		}
+	}
+	if len(c.Description) > 4096 {
+		return errorf(api.CodeBadRequest, "capability %s: description over 4096 bytes", c.Name)
+	}
+	return nil
+}
+
+// served returns the call with id being served here; one that is not
+// (answered, cancelled, never existed) is an *Error with
+// api.CodeUnknownCall.
+func (n *Node) served(id string) (*servedCall, error) {
+	sc := n.handlers.call(id)
+	if sc == nil {
+		return nil, errorf(api.CodeUnknownCall, "no call %s in flight: it was answered, cancelled or never existed", id)
+	}
+	return sc, nil
+}
+
+// CallIsStream reports whether the call with id, being served here, asks
+// for a stream of deltas.
+func (n *Node) CallIsStream(id string) (bool, error) {
+	sc, err := n.served(id)
+	if err != nil {
+		return false, err
+	}
+	return sc.c.Request.Stream, nil
+}
+
+// ErrCallOver is returned when an answer comes after its call ended: the
+// caller cancelled, the deadline passed, or it was answered already.
+var ErrCallOver = errorf(api.CodeCancelled, "the call is over (cancelled by the caller, past its deadline, or answered)")
+
+// Delta sends one delta of the stream call with id; flush sends what is
+// buffered now (do so before waiting for the next delta).
+func (n *Node) Delta(id string, data json.RawMessage, flush bool) error {
+	sc, err := n.served(id)
+	if err != nil {
+		return err
+	}
+	return callResult(sc.write(false, func(c *call.Call) error {
+		if err := c.Delta(data); err != nil {
+			return err
+		}
+		if flush {
+			return c.Flush()
+		}
+		return nil
+	}))
+}
+
+// Reply is a handler's answer: an output, or an error.
+type Reply struct {
+	Output json.RawMessage
+	Meta   map[string]string   // added to the request's (inherited) meta
+	Error  *protocol.CallError // the call failed (Code "" means handler_failed)
+}
+
+// Finish answers the call with id, ending it.
+func (n *Node) Finish(id string, r Reply) error {
+	sc, err := n.served(id)
+	if err != nil {
+		return err
+	}
+	return callResult(sc.write(true, func(c *call.Call) error {
+		if r.Error != nil {
+			e := *r.Error
+			if e.Code == "" {
+				e.Code = protocol.CodeHandlerFailed
 			}
+			return c.Fail(&e)
 		}
-		if len(conns) == 0 {
-			delete(hs.byName, name)
-		} else {
-			hs.byName[name] = conns
-		}
-	}
-	f := hs.onCaps
-	hs.mu.Unlock()
-	close(hc.done)
-	if f != nil {
-		f()
+		meta := protocol.Inherit(c.Request.Meta, protocol.StripLocal(r.Meta), false)
+		return c.Final(r.Output, meta)
+	}))
+}
+
+// FailCall ends the call with id with a handler failure (its handler's
+// answer could not be read); a call already over is left alone.
+func (n *Node) FailCall(id, msg string) {
+	if sc := n.handlers.call(id); sc != nil {
+		sc.end(protocol.Errorf(protocol.CodeHandlerFailed, "%s", msg))
 	}
 }
 
-// capabilities returns the capabilities of the registered handlers, one
-// per name.
-func (hs *handlers) capabilities() []api.Capability {
-	hs.mu.Lock()
-	defer hs.mu.Unlock()
-	var out []api.Capability
-	for name, conns := range hs.byName {
-		cp := api.Capability{Name: name}
-		for _, hc := range conns {
-			for _, c := range hc.caps {
-				if c.Name == name {
-					cp = c
-				}
-			}
+func callResult(ok bool, err error) error {
+	switch {
+	case !ok:
+		return ErrCallOver
+	case err != nil:
+		return &Error{Code: api.CodeCancelled, Msg: "the caller is gone: " + err.Error(), Err: err}
+	}
+	return nil
+}
+
+// Invocation is a call to a peer's handler.
+type Invocation struct {
+	Peer    peer.ID
+	Name    string
+	Input   json.RawMessage // any JSON, or empty
+	Meta    map[string]string
+	Timeout time.Duration // 0: DefaultCallTimeout for unary calls, none for streams
+	// Parent is the ID of a call this node is serving that this call is
+	// made for: the new call inherits its trace (as a child span), session
+	// and correlation.
+	Parent string
+}
+
+// Result is a unary call's answer.
+type Result struct {
+	Output json.RawMessage // JSON null when the handler gave none
+	Meta   map[string]string
+}
+
+// Invoke calls a peer's handler and waits for its answer. Failures are
+// *protocol.CallError (unreachable, no_handler, deadline_exceeded, an
+// agent's own code, …).
+func (n *Node) Invoke(ctx context.Context, inv Invocation) (Result, error) {
+	req, local, err := n.callRequest(inv, false)
+	if err != nil {
+		return Result{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, cmpDuration(inv.Timeout, DefaultCallTimeout))
+	defer cancel()
+	if err := n.reach(ctx, inv.Peer); err != nil {
+		return Result{}, err
+	}
+	f, err := n.calls.Invoke(ctx, inv.Peer, req)
+	if err != nil {
+		return Result{}, call.ErrorOf(err)
+	}
+	out := f.Data
+	if len(out) == 0 {
+		out = json.RawMessage("null")
+	}
+	return Result{Output: out, Meta: withLocal(f.Meta, local)}, nil
+}
+
+// CallStream is the answer of a stream call: started, deltas, then a
+// final or error frame. Close it when done (before the end it cancels the
+// call, which reaches the remote handler).
+type CallStream struct {
+	cs     *call.Stream
+	cancel context.CancelFunc
+	first  *protocol.CallFrame
+	local  map[string]string
+	done   bool
+}
+
+// StreamInvoke calls a peer's handler for a stream of frames. A call
+// refused at once (no handler, overloaded, …) is an error here, not a
+// stream whose first frame is the error.
+func (n *Node) StreamInvoke(ctx context.Context, inv Invocation) (*CallStream, error) {
+	req, local, err := n.callRequest(inv, true)
+	if err != nil {
+		return nil, err
+	}
+	cancel := context.CancelFunc(func() {})
+	if inv.Timeout > 0 {
+		ctx, cancel = context.WithTimeout(ctx, inv.Timeout)
+	}
+	if err := n.reach(ctx, inv.Peer); err != nil {
+		cancel()
+		return nil, err
+	}
+	cs, err := n.calls.Call(ctx, inv.Peer, req)
+	if err != nil {
+		cancel()
+		return nil, call.ErrorOf(err)
+	}
+	first, err := cs.Next()
+	if err == nil && first.Kind == protocol.FrameError && first.Error != nil {
+		err = first.Error
+	}
+	if err != nil {
+		cs.Close()
+		cancel()
+		return nil, call.ErrorOf(err)
+	}
+	return &CallStream{cs: cs, cancel: cancel, first: first, local: local}, nil
+}
+
+// Next returns the next frame; io.EOF after the final or error frame. A
+// broken call ends with an error frame carrying its code.
+func (s *CallStream) Next() (protocol.CallFrame, error) {
+	if s.done {
+		return protocol.CallFrame{}, io.EOF
+	}
+	var fp *protocol.CallFrame
+	var err error
+	if s.first != nil {
+		fp, s.first = s.first, nil
+	} else if fp, err = s.cs.Next(); err == io.EOF {
+		s.done = true
+		return protocol.CallFrame{}, io.EOF
+	}
+	if err != nil {
+		s.done = true
+		return protocol.CallFrame{Kind: protocol.FrameError, Error: call.ErrorOf(err)}, nil
+	}
+	f := *fp
+	if f.Kind == protocol.FrameFinal {
+		f.Meta = withLocal(f.Meta, s.local)
+	}
+	if f.Kind == protocol.FrameFinal || f.Kind == protocol.FrameError {
+		s.done = true
+	}
+	return f, nil
+}
+
+// Buffered reports whether another frame can be read without waiting.
+func (s *CallStream) Buffered() bool { return s.first != nil || s.cs.Buffered() }
+
+// Close ends the stream, cancelling the call if it is not over.
+func (s *CallStream) Close() error {
+	err := s.cs.Close()
+	s.cancel()
+	return err
+}
+
+// callRequest checks an invocation and builds the wire request: meta
+// inherited from the parent call (trace as a child span), local keys kept
+// aside, a trace started when there is none.
+func (n *Node) callRequest(inv Invocation, stream bool) (protocol.CallRequest, map[string]string, error) {
+	if inv.Peer == "" || inv.Peer.Validate() != nil {
+		return protocol.CallRequest{}, nil, errorf(api.CodeBadPeer, "peer: %q is not a peer ID", inv.Peer)
+	}
+	if err := protocol.CheckName(inv.Name); err != nil {
+		return protocol.CallRequest{}, nil, wrap(api.CodeBadRequest, err)
+	}
+	if len(inv.Input) > 0 && !json.Valid(inv.Input) {
+		return protocol.CallRequest{}, nil, errorf(api.CodeBadRequest, "input is not valid JSON")
+	}
+	if err := protocol.ValidateMeta(inv.Meta); err != nil {
+		return protocol.CallRequest{}, nil, wrap(api.CodeBadRequest, err)
+	}
+	if inv.Timeout < 0 {
+		return protocol.CallRequest{}, nil, errorf(api.CodeBadRequest, "timeout must not be negative")
+	}
+	var parent map[string]string
+	if inv.Parent != "" {
+		sc := n.handlers.call(inv.Parent)
+		if sc == nil {
+			return protocol.CallRequest{}, nil, errorf(api.CodeUnknownCall, "parent call %q is not being served here", inv.Parent)
 		}
-		out = append(out, cp)
+		parent = sc.c.Request.Meta
+	}
+	meta := protocol.Inherit(parent, protocol.StripLocal(inv.Meta), true)
+	if _, err := protocol.ParseTraceparent(meta[protocol.MetaTraceparent]); err != nil {
+		meta = cloneMeta(meta)
+		meta[protocol.MetaTraceparent] = protocol.NewTrace().String()
+		delete(meta, protocol.MetaTracestate)
+	}
+	local := make(map[string]string)
+	for k, v := range inv.Meta {
+		if protocol.IsLocalMeta(k) {
+			local[k] = v
+		}
+	}
+	return protocol.CallRequest{Name: inv.Name, Input: inv.Input, Meta: meta, Stream: stream}, local, nil
+}
+
+// reach connects to p, failing fast with unreachable.
+func (n *Node) reach(ctx context.Context, p peer.ID) error {
+	if p == n.mesh.ID() {
+		return errorf(api.CodeBadPeer, "peer %s is this node", p)
+	}
+	dctx, cancel := context.WithTimeout(ctx, dialWait)
+	defer cancel()
+	if err := n.mesh.Dial(dctx, p); err != nil {
+		if ctx.Err() != nil {
+			return protocol.Errorf(protocol.CodeDeadline, "deadline exceeded reaching %s", p)
+		}
+		return protocol.Errorf(protocol.CodeUnreachable, "cannot reach %s: %v", p, err)
+	}
+	return nil
+}
+
+// withLocal adds the caller's local meta back to a response's meta.
+func withLocal(meta, local map[string]string) map[string]string {
+	if len(local) == 0 {
+		return meta
+	}
+	out := cloneMeta(meta)
+	for k, v := range local {
+		out[k] = v
 	}
 	return out
 }
 
-// capacity returns the number of handler connections and the calls they
-// take at once.
-func (hs *handlers) capacity() (conns, calls int) {
-	hs.mu.Lock()
-	defer hs.mu.Unlock()
-	seen := make(map[*handlerConn]bool)
-	for _, cs := range hs.byName {
-		for _, c := range cs {
-			if !seen[c] {
-				seen[c] = true
-				calls += cap(c.slots)
-			}
-		}
+func cmpDuration(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
 	}
-	return len(seen), calls
-}
-
-// pick returns the least busy connection serving name, nil if none.
-func (hs *handlers) pick(name string) *handlerConn {
-	hs.mu.Lock()
-	defer hs.mu.Unlock()
-	conns := hs.byName[name]
-	if len(conns) == 0 {
-		return nil
-	}
-	start := int(hs.nextRR.Add(1) % uint64(len(conns)))
-	best := conns[start]
-	for i := range conns {
-		c := conns[(start+i)%len(conns)]
-		if len(c.slots)-cap(c.slots) < len(best.slots)-cap(best.slots) {
-			best = c
-		}
-	}
-	return best
-}
-
-// call returns the served call with id.
-func (hs *handlers) call(id string) *servedCall {
-	hs.mu.Lock()
-	defer hs.mu.Unlock()
-	return hs.calls[id]
-}
-
-// ServeCall hands a call from the network to a registered handler and
-// waits until it is answered, cancelled, or the handler goes away
-// (call.Handler).
-func (hs *handlers) ServeCall(ctx context.Context, c *call.Call) {
-	hs.active.Add(1)
-	defer hs.active.Add(-1)
-	var hc *handlerConn
-	for {
-		hc = hs.pick(c.Request.Name)
-		if hc == nil {
-			c.Fail(protocol.Errorf(protocol.CodeNoHandler, "no handler for %q", c.Request.Name))
-			return
-		}
-		select {
-		case hc.slots <- struct{}{}:
-		case <-hc.done:
-			continue // that connection went away: pick another
-		case <-ctx.Done():
-			failCtx(ctx, c)
-			return
-		}
-		break
-	}
-	defer func() { <-hc.slots }()
-
-	sc := &servedCall{id: newCallID(), c: c, ctx: ctx, conn: hc, answered: make(chan struct{})}
-	hs.mu.Lock()
-	hs.calls[sc.id] = sc
-	hs.mu.Unlock()
-	defer func() {
-		hs.mu.Lock()
-		delete(hs.calls, sc.id)
-		hs.mu.Unlock()
-	}()
-
-	ev := api.HandlerEvent{Type: "call", Call: &api.IncomingCall{
-		ID: sc.id, Name: c.Request.Name, From: c.From.String(),
-		Input: c.Request.Input, Meta: c.Request.Meta, Stream: c.Request.Stream,
-	}}
-	if c.Request.Deadline > 0 {
-		ev.Call.Deadline = time.UnixMilli(c.Request.Deadline).UTC()
-	}
-	select {
-	case hc.events <- ev:
-	case <-hc.done:
-		sc.end(protocol.Errorf(protocol.CodeHandlerFailed, "the handler went away"))
-		return
-	case <-ctx.Done():
-		sc.end(ctxFailure(ctx))
-		return
-	}
-	sc.mu.Lock()
-	if c.Started() == nil {
-		c.Flush()
-	}
-	sc.mu.Unlock()
-
-	select {
-	case <-sc.answered:
-	case <-hc.done:
-		sc.end(protocol.Errorf(protocol.CodeHandlerFailed, "the handler went away before answering"))
-	case <-ctx.Done():
-		hc.cancel(sc.id) // tell the handler, without waiting on it
-		sc.end(ctxFailure(ctx))
-	}
-}
-
-// end finishes the call with e unless it was answered already.
-func (sc *servedCall) end(e *protocol.CallError) {
-	sc.mu.Lock()
-	defer sc.mu.Unlock()
-	if !sc.finished {
-		sc.finished = true
-		sc.c.Fail(e)
-		close(sc.answered)
-	}
-}
-
-// write runs f, which writes to the call, unless the call is over; last
-// marks the call answered.
-func (sc *servedCall) write(last bool, f func(c *call.Call) error) (ok bool, err error) {
-	sc.mu.Lock()
-	defer sc.mu.Unlock()
-	if sc.finished {
-		return false, nil
-	}
-	err = f(sc.c)
-	if last || err != nil {
-		sc.finished = true
-		close(sc.answered)
-	}
-	return true, err
-}
-
-func failCtx(ctx context.Context, c *call.Call) { c.Fail(ctxFailure(ctx)) }
-
-// ctxFailure is the error a call ended by ctx gets (the caller may not see
-// it when it cancelled).
-func ctxFailure(ctx context.Context) *protocol.CallError {
-	if ctx.Err() == context.DeadlineExceeded {
-		return protocol.Errorf(protocol.CodeDeadline, "deadline exceeded while serving the call")
-	}
-	return protocol.Errorf(protocol.CodeCancelled, "call cancelled")
-}
-
-func newCallID() string {
-	var b [12]byte
-	rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+	return def
 }

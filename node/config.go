@@ -5,14 +5,12 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/connmgr"
 
 	"github.com/weftmesh/weft/node/client"
 	"github.com/weftmesh/weft/protocol"
-	"github.com/weftmesh/weft/protocol/api"
 	"github.com/weftmesh/weft/store"
 )
 
@@ -46,19 +44,13 @@ type Config struct {
 	SweepInterval time.Duration
 
 	// Card sets this node's agent card name, description and static
-	// capabilities (stored; empty fields keep the stored ones).
-	Card api.Card
+	// capabilities (stored; empty fields keep the stored ones; ID and
+	// Version are ignored).
+	Card protocol.Card
 
-	// MCPListen, when set, also serves MCP (streamable HTTP at /mcp) on
-	// this loopback TCP address (host:port; port 0 picks one), behind a
-	// bearer token. The Unix socket always serves MCP at /mcp.
-	MCPListen string
-	// MCPToken is that endpoint's bearer token; empty: a random one. Either
-	// way it is written to <home>/mcp.token (mode 0600) at start.
-	MCPToken string
-
-	// gater lets tests partition a mesh of nodes.
-	gater connmgr.ConnectionGater
+	// Gater, when set, decides which connections the host accepts and
+	// makes (tests partition a mesh with it).
+	Gater connmgr.ConnectionGater
 }
 
 // Default returns the configuration of `weft daemon` without flags.
@@ -85,14 +77,6 @@ func (c Config) Validate() error {
 	if c.SyncWindow < 0 {
 		return fmt.Errorf("config: negative sync window %v", c.SyncWindow)
 	}
-	if c.MCPListen != "" {
-		if err := checkLoopback(c.MCPListen); err != nil {
-			return fmt.Errorf("config: %w", err)
-		}
-	}
-	if t := strings.TrimSpace(c.MCPToken); t != "" && len(t) < minMCPToken {
-		return fmt.Errorf("config: the MCP token is %d characters; use at least %d", len(t), minMCPToken)
-	}
 	switch c.DHTMode {
 	case "server", "client", "auto":
 	default:
@@ -105,9 +89,6 @@ func (c Config) Validate() error {
 	}
 	return nil
 }
-
-// SocketPath returns the socket the daemon serves its API on.
-func (c Config) SocketPath() string { return filepath.Join(c.Home, client.SocketName) }
 
 func (c Config) identityPath() string { return filepath.Join(c.Home, "identity.key") }
 func (c Config) storeDir() string     { return filepath.Join(c.Home, "store") }

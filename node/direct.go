@@ -1,9 +1,11 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
@@ -40,61 +42,76 @@ const (
 	outboxPoll = 5 * time.Second
 )
 
-// Receive stores a direct message addressed to this node in its inbox
-// (direct.Inbox). Duplicates are dropped by ID.
-func (n *Node) Receive(ctx context.Context, m *protocol.Message) error {
-	_, added, err := n.store.Put(ctx, storeMessage(m))
-	if err != nil {
-		return err
-	}
-	if added {
-		n.log.Debug("direct message received", "id", m.ID, "from", m.From, "kind", m.Type)
-	}
-	return nil
+// DM is a direct message an agent sends: the daemon adds the sender and
+// the time, signs it and queues it in the outbox.
+type DM struct {
+	To      peer.ID
+	Kind    string // request, response, event (default), error, heartbeat
+	Content json.RawMessage
+	ReplyTo protocol.ID // zero: none; replying inherits the message's trace, session and correlation
+	TTL     time.Duration
+	Meta    map[string]string
 }
 
-// inbox is this node's inbox space.
-func (n *Node) inbox() protocol.ID { return protocol.InboxSpace(n.mesh.ID()) }
+// Sent is a direct message in the outbox: delivered, or queued until its
+// deadline.
+type Sent struct {
+	*protocol.Message
+	Deadline  time.Time
+	Delivered bool // acknowledged by the recipient within the first attempt
+}
 
 // DM signs a direct message, puts it in the durable outbox and tries to
-// deliver it at once. It reports whether the recipient acknowledged it
+// deliver it at once. Sent says whether the recipient acknowledged it
 // within a few seconds; otherwise it stays queued and is retried until its
 // deadline.
-func (n *Node) DM(ctx context.Context, req api.DMRequest) (*protocol.Message, time.Time, bool, error) {
-	to, err := peer.Decode(req.To)
+func (n *Node) DM(ctx context.Context, dm DM) (Sent, error) {
+	if dm.To == "" || dm.To.Validate() != nil {
+		return Sent{}, errorf(api.CodeBadPeer, "to: %q is not a peer ID", dm.To)
+	}
+	if dm.To == n.mesh.ID() {
+		return Sent{}, errorf(api.CodeBadPeer, "to: that is this node")
+	}
+	d, err := n.dmDraft(dm)
 	if err != nil {
-		return nil, time.Time{}, false, badRequest{fmt.Sprintf("to: %q is not a peer ID", req.To)}
+		return Sent{}, err
 	}
-	if to == n.mesh.ID() {
-		return nil, time.Time{}, false, badRequest{"to: that is this node"}
-	}
-	d, err := n.dmDraft(to, req)
-	if err != nil {
-		return nil, time.Time{}, false, err
-	}
-	return n.sendDirect(ctx, to, d)
+	return n.sendDirect(ctx, dm.To, d)
 }
 
 // DMIACP sends an IACP 1.x envelope as a direct message: it is imported
-// (protocol.ImportIACP: its message_id kept as meta iacp.id), signed by
-// this node and sent like DM.
-func (n *Node) DMIACP(ctx context.Context, envelope []byte) (*protocol.Message, time.Time, bool, error) {
+// (its message_id kept as meta iacp.id), signed by this node and sent like
+// DM.
+func (n *Node) DMIACP(ctx context.Context, envelope []byte) (Sent, error) {
 	imp, err := protocol.ImportIACP(envelope)
 	if err != nil {
-		return nil, time.Time{}, false, err
+		return Sent{}, err
 	}
 	if imp.Recipient == n.mesh.ID() {
-		return nil, time.Time{}, false, badRequest{"recipient: that is this node"}
+		return Sent{}, errorf(api.CodeBadPeer, "recipient: that is this node")
 	}
 	return n.sendDirect(ctx, imp.Recipient, imp.Draft)
 }
 
+// ExportIACP returns a stored direct message as an IACP 1.x envelope.
+func (n *Node) ExportIACP(id protocol.ID) ([]byte, error) {
+	m, err := n.Get(id)
+	if err != nil {
+		return nil, err
+	}
+	b, err := protocol.ExportIACP(m.Message)
+	if err != nil {
+		return nil, errorf(api.CodeInvalid, "not exportable as IACP (only direct messages are): %v", err)
+	}
+	return b, nil
+}
+
 // sendDirect signs d, puts it in the outbox and makes a first delivery
 // attempt.
-func (n *Node) sendDirect(ctx context.Context, to peer.ID, d protocol.Draft) (*protocol.Message, time.Time, bool, error) {
+func (n *Node) sendDirect(ctx context.Context, to peer.ID, d protocol.Draft) (Sent, error) {
 	m, err := protocol.Sign(n.key, d, n.cfg.Limits)
 	if err != nil {
-		return nil, time.Time{}, false, err
+		return Sent{}, err
 	}
 	deadline := d.CreatedAt.Add(DefaultDMDeadline)
 	if exp, ok := m.Expiry(); ok {
@@ -105,7 +122,7 @@ func (n *Node) sendDirect(ctx context.Context, to peer.ID, d protocol.Draft) (*p
 		Created: time.Now().UnixMilli(), Deadline: deadline.UnixMilli(), NextTry: time.Now().UnixMilli(),
 	}
 	if _, err := n.store.Enqueue(o); err != nil {
-		return nil, time.Time{}, false, fmt.Errorf("outbox: %w", err)
+		return Sent{}, fmt.Errorf("outbox: %w", err)
 	}
 	wctx, cancel := context.WithTimeout(ctx, sendWait)
 	defer cancel()
@@ -115,60 +132,62 @@ func (n *Node) sendDirect(ctx context.Context, to peer.ID, d protocol.Draft) (*p
 		// retry the failed attempt just scheduled.
 		n.outbox.wake()
 	}
-	return m, deadline, delivered[m.ID], nil
+	return Sent{Message: m, Deadline: deadline, Delivered: delivered[m.ID]}, nil
 }
 
-// dmDraft turns an API request into a draft direct message to p.
-func (n *Node) dmDraft(to peer.ID, req api.DMRequest) (protocol.Draft, error) {
-	if len(req.Content) == 0 || string(req.Content) == "null" {
-		return protocol.Draft{}, badRequest{"content is missing: want a JSON object, e.g. {\"text\": \"hello\"}"}
+// dmDraft turns a DM into a draft direct message.
+func (n *Node) dmDraft(dm DM) (protocol.Draft, error) {
+	if err := checkContent(dm.Content, dm.TTL, dm.Meta); err != nil {
+		return protocol.Draft{}, err
 	}
-	if req.TTL < 0 {
-		return protocol.Draft{}, badRequest{"ttl must not be negative"}
-	}
-	kind := req.Kind
-	if kind == "" {
-		kind = protocol.KindEvent
-	}
+	kind := cmp.Or(dm.Kind, protocol.KindEvent)
 	if !protocol.IsKind(kind) {
-		return protocol.Draft{}, badRequest{fmt.Sprintf("kind %q is not one of %v", kind, protocol.Kinds)}
-	}
-	if err := protocol.ValidateMeta(req.Meta); err != nil {
-		return protocol.Draft{}, badRequest{err.Error()}
+		return protocol.Draft{}, errorf(api.CodeInvalid, "kind %q is not one of %v", kind, protocol.Kinds)
 	}
 	d := protocol.Draft{
-		Space:     protocol.InboxSpace(to),
+		Space:     protocol.InboxSpace(dm.To),
 		CreatedAt: time.Now(),
-		Refs:      protocol.Refs{Nodes: []string{to.String()}},
+		Refs:      protocol.Refs{Nodes: []string{dm.To.String()}},
 		Type:      kind,
-		TTL:       time.Duration(req.TTL) * time.Second,
-		Content:   req.Content,
+		TTL:       dm.TTL,
+		Content:   dm.Content,
 	}
 	var parent map[string]string
-	if req.ReplyTo != "" {
-		id, err := protocol.ParseID(req.ReplyTo)
-		if err != nil {
-			return d, badRequest{"reply_to: " + err.Error()}
-		}
-		d.Refs.Messages = []protocol.ID{id}
+	if !dm.ReplyTo.IsZero() {
+		d.Refs.Messages = []protocol.ID{dm.ReplyTo}
 		// Answering a message in the inbox: inherit its trace, session
 		// and correlation (its ID when it carried none).
-		if e, err := n.store.Get(id); err == nil && e.Space == n.inbox() {
-			if pm, err := protocol.Decode(e.Raw, protocol.DefaultLimits()); err == nil {
-				parent = pm.Meta
-				if parent[protocol.MetaCorrelation] == "" {
-					parent = cloneMeta(parent)
-					parent[protocol.MetaCorrelation] = pm.ID.String()
-				}
+		if pm, err := n.Get(dm.ReplyTo); err == nil && pm.Space == n.Inbox() {
+			parent = pm.Meta
+			if parent[protocol.MetaCorrelation] == "" {
+				parent = cloneMeta(parent)
+				parent[protocol.MetaCorrelation] = pm.ID.String()
 			}
 		}
 	}
-	d.Meta = protocol.Inherit(parent, protocol.StripLocal(req.Meta), false)
+	d.Meta = protocol.Inherit(parent, protocol.StripLocal(dm.Meta), false)
 	if kind == protocol.KindRequest && d.Meta[protocol.MetaCorrelation] == "" {
 		d.Meta = cloneMeta(d.Meta)
 		d.Meta[protocol.MetaCorrelation] = newCorrelation()
 	}
 	return d, nil
+}
+
+// Outbox returns up to limit queued direct messages, to one peer or ("")
+// to all.
+func (n *Node) Outbox(to string, limit int) ([]store.Outgoing, error) {
+	return n.store.Pending(to, limit)
+}
+
+// DeadLetters returns up to limit direct messages that were given up on,
+// after a cursor, and the cursor to continue from.
+func (n *Node) DeadLetters(after store.Cursor, limit int) ([]store.DeadLetter, store.Cursor, error) {
+	return n.store.DeadLetters(after, limit)
+}
+
+// DeleteDeadLetter removes a dead letter.
+func (n *Node) DeleteDeadLetter(id protocol.ID) error {
+	return notFound(n.store.DeleteDeadLetter(id), api.CodeNotFound, "no dead letter "+id.String())
 }
 
 func cloneMeta(m map[string]string) map[string]string {

@@ -2,280 +2,321 @@ package node
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"net/http"
-	"strconv"
-	"strings"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"sync"
+	"sync/atomic"
 	"time"
 
-	ma "github.com/multiformats/go-multiaddr"
+	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/weftmesh/weft/mesh/call"
 	"github.com/weftmesh/weft/protocol"
-	"github.com/weftmesh/weft/protocol/api"
-	"github.com/weftmesh/weft/store"
 )
 
-func (n *Node) handleNode(w http.ResponseWriter, r *http.Request) {
-	out := api.Node{ID: n.mesh.ID().String(), Version: Version, Home: n.cfg.Home, Addrs: []string{}, Reachability: n.mesh.Reachability()}
-	for _, a := range n.mesh.Addrs() {
-		out.Addrs = append(out.Addrs, a.String())
-	}
-	writeJSON(w, http.StatusOK, out)
+// Handler connections.
+const (
+	defaultHandlerConcurrency = 64
+	maxHandlerConcurrency     = 4096
+	handlerEventBuffer        = 256
+)
+
+// handlers routes calls that reach this node to the agents that registered
+// to serve them (RegisterHandler). It is the node's call.Handler.
+type handlers struct {
+	mu     sync.Mutex
+	byName map[string][]*Handler
+	calls  map[string]*servedCall
+	onCaps func() // called when the set of served names changes
+	active atomic.Int64
+	nextRR atomic.Uint64
 }
 
-func (n *Node) handlePeers(w http.ResponseWriter, r *http.Request) {
-	out := api.Peers{Peers: []api.Peer{}}
-	for _, p := range n.mesh.Peers() {
-		ap := api.Peer{ID: p.ID.String(), Direction: p.Direction, Relayed: p.Relayed, Addrs: []string{}}
-		for _, a := range p.Addrs {
-			ap.Addrs = append(ap.Addrs, a.String())
+func newHandlers() *handlers {
+	return &handlers{byName: make(map[string][]*Handler), calls: make(map[string]*servedCall)}
+}
+
+// IncomingCall is a call from a peer handed to a registered handler.
+type IncomingCall struct {
+	ID       string // names the call in Reply and ServedCall
+	Name     string
+	From     peer.ID
+	Input    json.RawMessage
+	Meta     map[string]string
+	Stream   bool      // answer with deltas, then a final frame
+	Deadline time.Time // zero: none
+}
+
+// Handler is one registered handler: an agent's connection that serves
+// calls to its names until Close.
+type Handler struct {
+	hs     *handlers
+	names  []string
+	caps   []protocol.Capability
+	slots  chan struct{}     // calls in flight on this connection
+	events chan IncomingCall // calls, to the agent
+	done   chan struct{}     // closed when the handler goes away
+	close  sync.Once
+
+	// Cancellations are never dropped: they wait here for the writer,
+	// which is woken through cancelled.
+	cancelMu  sync.Mutex
+	cancels   []string
+	cancelled chan struct{} // capacity 1
+}
+
+// Calls returns the calls handed to this handler.
+func (hc *Handler) Calls() <-chan IncomingCall { return hc.events }
+
+// Cancelled is signalled when calls were cancelled by their callers: take
+// their IDs with TakeCancels.
+func (hc *Handler) Cancelled() <-chan struct{} { return hc.cancelled }
+
+// Close unregisters the handler; calls it was serving fail.
+func (hc *Handler) Close() { hc.close.Do(func() { hc.hs.unregister(hc) }) }
+
+// cancel queues a cancel event for call id without blocking.
+func (hc *Handler) cancel(id string) {
+	hc.cancelMu.Lock()
+	hc.cancels = append(hc.cancels, id)
+	hc.cancelMu.Unlock()
+	select {
+	case hc.cancelled <- struct{}{}:
+	default:
+	}
+}
+
+// TakeCancels returns and clears the IDs of the calls cancelled since the
+// last call.
+func (hc *Handler) TakeCancels() []string {
+	hc.cancelMu.Lock()
+	defer hc.cancelMu.Unlock()
+	ids := hc.cancels
+	hc.cancels = nil
+	return ids
+}
+
+// servedCall is a call being served by an agent through the API.
+type servedCall struct {
+	id   string
+	c    *call.Call
+	ctx  context.Context
+	conn *Handler
+
+	mu       sync.Mutex // serializes writes to c
+	finished bool       // c was answered, or the call ended
+	answered chan struct{}
+}
+
+// register adds a handler connection for its names.
+func (hs *handlers) register(hc *Handler) {
+	hs.mu.Lock()
+	for _, name := range hc.names {
+		hs.byName[name] = append(hs.byName[name], hc)
+	}
+	f := hs.onCaps
+	hs.mu.Unlock()
+	if f != nil {
+		f()
+	}
+}
+
+// unregister removes a handler connection; calls it was serving fail.
+func (hs *handlers) unregister(hc *Handler) {
+	hs.mu.Lock()
+	for _, name := range hc.names {
+		conns := hs.byName[name]
+		for i, c := range conns {
+			if c == hc {
+				conns = append(conns[:i:i], conns[i+1:]...)
+				break
+			}
 		}
-		out.Peers = append(out.Peers, ap)
-	}
-	writeJSON(w, http.StatusOK, out)
-}
-
-func (n *Node) handleConnect(w http.ResponseWriter, r *http.Request) {
-	var req api.ConnectRequest
-	if !decodeBody(w, r, maxSmallBody, &req) {
-		return
-	}
-	addr, err := ma.NewMultiaddr(strings.TrimSpace(req.Addr))
-	if err != nil {
-		writeError(w, http.StatusBadRequest, api.CodeBadAddr, "bad multiaddr "+strconv.Quote(req.Addr)+": "+err.Error())
-		return
-	}
-	if _, err := addr.ValueForProtocol(ma.P_P2P); err != nil {
-		writeError(w, http.StatusBadRequest, api.CodeBadAddr, "multiaddr "+strconv.Quote(req.Addr)+" must end in /p2p/<peer id>")
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), 15*time.Second)
-	defer cancel()
-	id, err := n.mesh.Connect(ctx, addr)
-	if err != nil {
-		writeError(w, http.StatusBadGateway, api.CodeConnectFailed, "connect to "+req.Addr+": "+err.Error())
-		return
-	}
-	writeJSON(w, http.StatusOK, api.Peer{ID: id.String(), Addrs: []string{addr.String()}, Direction: "outbound"})
-}
-
-func (n *Node) apiSpace(sp store.Space) api.Space {
-	out := api.Space{ID: sp.ID.String(), Name: sp.Name, JoinedAt: sp.JoinedAt.UTC(), Peers: len(n.mesh.SpacePeers(sp.ID))}
-	if c, err := n.store.Count(sp.ID); err == nil {
-		out.Messages = c
-	}
-	r := sp.Retention
-	if r == (store.Retention{}) {
-		r = n.cfg.Retention
-	}
-	if r != (store.Retention{}) {
-		out.Retention = &api.Retention{MaxCount: r.MaxCount}
-		if r.MaxAge > 0 {
-			out.Retention.MaxAge = r.MaxAge.String()
+		if len(conns) == 0 {
+			delete(hs.byName, name)
+		} else {
+			hs.byName[name] = conns
 		}
+	}
+	f := hs.onCaps
+	hs.mu.Unlock()
+	close(hc.done)
+	if f != nil {
+		f()
+	}
+}
+
+// capabilities returns the capabilities of the registered handlers, one
+// per name.
+func (hs *handlers) capabilities() []protocol.Capability {
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	var out []protocol.Capability
+	for name, conns := range hs.byName {
+		cp := protocol.Capability{Name: name}
+		for _, hc := range conns {
+			for _, c := range hc.caps {
+				if c.Name == name {
+					cp = c
+				}
+			}
+		}
+		out = append(out, cp)
 	}
 	return out
 }
 
-// parseRetention reads an API retention; nil stays nil.
-func parseRetention(r *api.Retention) (*store.Retention, error) {
-	if r == nil {
-		return nil, nil
-	}
-	out := &store.Retention{MaxCount: r.MaxCount}
-	if out.MaxCount < 0 {
-		return nil, fmt.Errorf("retention max_count %d is negative", r.MaxCount)
-	}
-	if r.MaxAge != "" {
-		d, err := time.ParseDuration(r.MaxAge)
-		if err != nil || d < 0 {
-			return nil, fmt.Errorf("retention max_age %q is not a positive duration such as \"720h\"", r.MaxAge)
-		}
-		out.MaxAge = d
-	}
-	return out, nil
-}
-
-func (n *Node) handleSpaces(w http.ResponseWriter, r *http.Request) {
-	spaces, err := n.store.Spaces()
-	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, err.Error())
-		return
-	}
-	out := api.Spaces{Spaces: []api.Space{}}
-	for _, sp := range spaces {
-		out.Spaces = append(out.Spaces, n.apiSpace(sp))
-	}
-	writeJSON(w, http.StatusOK, out)
-}
-
-func (n *Node) handleSpace(w http.ResponseWriter, r *http.Request) {
-	if sp, ok := n.space(w, r); ok {
-		writeJSON(w, http.StatusOK, n.apiSpace(sp))
-	}
-}
-
-func (n *Node) handleJoin(w http.ResponseWriter, r *http.Request) {
-	var req api.JoinRequest
-	if !decodeBody(w, r, maxSmallBody, &req) {
-		return
-	}
-	if err := checkSpaceName(req.Name); err != nil {
-		writeError(w, http.StatusBadRequest, api.CodeBadRequest, err.Error())
-		return
-	}
-	ret, err := parseRetention(req.Retention)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, api.CodeBadRequest, err.Error())
-		return
-	}
-	sp, created, err := n.Join(req.Name, ret)
-	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, err.Error())
-		return
-	}
-	status := http.StatusOK
-	if created {
-		status = http.StatusCreated
-	}
-	writeJSON(w, status, n.apiSpace(sp))
-}
-
-// Join joins the open space called name; joining again changes nothing
-// but the retention, when ret is not nil (nil keeps the space's, or the
-// node's default for a new space).
-func (n *Node) Join(name string, ret *store.Retention) (store.Space, bool, error) {
-	sp, created, err := n.store.JoinSpace(store.Space{ID: protocol.SpaceID(name), Name: name, JoinedAt: time.Now().UTC()})
-	if err != nil {
-		return sp, false, err
-	}
-	if ret != nil && *ret != sp.Retention {
-		if sp, err = n.store.SetRetention(sp.ID, *ret); err != nil {
-			return sp, false, err
+// capacity returns the number of handler connections and the calls they
+// take at once.
+func (hs *handlers) capacity() (conns, calls int) {
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	seen := make(map[*Handler]bool)
+	for _, cs := range hs.byName {
+		for _, c := range cs {
+			if !seen[c] {
+				seen[c] = true
+				calls += cap(c.slots)
+			}
 		}
 	}
-	if err := n.mesh.JoinSpace(sp.ID, n); err != nil {
-		return sp, false, err
-	}
-	return sp, created, nil
+	return len(seen), calls
 }
 
-func (n *Node) handleLeave(w http.ResponseWriter, r *http.Request) {
-	sp, ok := n.space(w, r)
-	if !ok {
-		return
+// pick returns the least busy connection serving name, nil if none.
+func (hs *handlers) pick(name string) *Handler {
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	conns := hs.byName[name]
+	if len(conns) == 0 {
+		return nil
 	}
-	if err := n.mesh.LeaveSpace(sp.ID); err != nil {
-		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, err.Error())
-		return
-	}
-	if err := n.store.LeaveSpace(sp.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
-		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, err.Error())
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
-}
-
-func (n *Node) handleSend(w http.ResponseWriter, r *http.Request) {
-	sp, ok := n.space(w, r)
-	if !ok {
-		return
-	}
-	var req api.SendRequest
-	// A message body may be up to the limit; its JSON request carries a little more.
-	if !decodeBody(w, r, int64(n.cfg.Limits.MaxSize)+maxSmallBody, &req) {
-		return
-	}
-	m, e, err := n.Send(r.Context(), sp.ID, req)
-	if err != nil {
-		writeSendError(w, err, http.StatusUnprocessableEntity, api.CodeInvalid)
-		return
-	}
-	writeJSON(w, http.StatusCreated, apiMessage(m, e.Cursor))
-}
-
-func (n *Node) handleRead(w http.ResponseWriter, r *http.Request) {
-	if sp, ok := n.space(w, r); ok {
-		n.readPage(w, r, sp.ID)
-	}
-}
-
-// after parses the cursor text s of space, writing the error answer if it
-// is malformed.
-func (n *Node) after(w http.ResponseWriter, space protocol.ID, s string) (store.Cursor, bool) {
-	if s == api.EndCursor {
-		c, err := n.store.End(space)
-		if err != nil {
-			writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, err.Error())
-			return 0, false
+	start := int(hs.nextRR.Add(1) % uint64(len(conns)))
+	best := conns[start]
+	for i := range conns {
+		c := conns[(start+i)%len(conns)]
+		if len(c.slots)-cap(c.slots) < len(best.slots)-cap(best.slots) {
+			best = c
 		}
-		return c, true
 	}
-	c, err := store.ParseCursor(s)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, api.CodeBadCursor, "bad cursor "+strconv.Quote(s))
-		return 0, false
-	}
-	return c, true
+	return best
 }
 
-// readPage answers a page of a space (or of the inbox) after ?after=.
-func (n *Node) readPage(w http.ResponseWriter, r *http.Request, space protocol.ID) {
-	after, ok := n.after(w, space, r.URL.Query().Get("after"))
-	if !ok {
-		return
-	}
-	limit, ok := pageLimit(w, r)
-	if !ok {
-		return
-	}
-	entries, next, err := n.store.Read(space, after, limit)
-	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, err.Error())
-		return
-	}
-	page := api.Page{Messages: make([]api.Message, 0, len(entries)), Next: next.String()}
-	for _, e := range entries {
-		m, err := n.entryMessage(e)
-		if err != nil {
-			writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, err.Error())
+// call returns the served call with id.
+func (hs *handlers) call(id string) *servedCall {
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	return hs.calls[id]
+}
+
+// ServeCall hands a call from the network to a registered handler and
+// waits until it is answered, cancelled, or the handler goes away
+// (call.Handler).
+func (hs *handlers) ServeCall(ctx context.Context, c *call.Call) {
+	hs.active.Add(1)
+	defer hs.active.Add(-1)
+	var hc *Handler
+	for {
+		hc = hs.pick(c.Request.Name)
+		if hc == nil {
+			c.Fail(protocol.Errorf(protocol.CodeNoHandler, "no handler for %q", c.Request.Name))
 			return
 		}
-		page.Messages = append(page.Messages, m)
+		select {
+		case hc.slots <- struct{}{}:
+		case <-hc.done:
+			continue // that connection went away: pick another
+		case <-ctx.Done():
+			failCtx(ctx, c)
+			return
+		}
+		break
 	}
-	writeJSON(w, http.StatusOK, page)
-}
+	defer func() { <-hc.slots }()
 
-// storedMessage resolves the {id} path value to a stored message, or
-// answers 400, 404 or 503.
-func (n *Node) storedMessage(w http.ResponseWriter, r *http.Request) (store.Entry, bool) {
-	id, err := protocol.ParseID(r.PathValue("id"))
-	if err != nil {
-		writeError(w, http.StatusBadRequest, protocol.Code(err), err.Error())
-		return store.Entry{}, false
-	}
-	e, err := n.store.Get(id)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		writeError(w, http.StatusNotFound, api.CodeNotFound, "no message "+id.String())
-		return store.Entry{}, false
-	case err != nil:
-		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, err.Error())
-		return store.Entry{}, false
-	}
-	return e, true
-}
+	sc := &servedCall{id: newCallID(), c: c, ctx: ctx, conn: hc, answered: make(chan struct{})}
+	hs.mu.Lock()
+	hs.calls[sc.id] = sc
+	hs.mu.Unlock()
+	defer func() {
+		hs.mu.Lock()
+		delete(hs.calls, sc.id)
+		hs.mu.Unlock()
+	}()
 
-func (n *Node) handleMessage(w http.ResponseWriter, r *http.Request) {
-	e, ok := n.storedMessage(w, r)
-	if !ok {
+	ev := IncomingCall{
+		ID: sc.id, Name: c.Request.Name, From: c.From,
+		Input: c.Request.Input, Meta: c.Request.Meta, Stream: c.Request.Stream,
+	}
+	if c.Request.Deadline > 0 {
+		ev.Deadline = time.UnixMilli(c.Request.Deadline).UTC()
+	}
+	select {
+	case hc.events <- ev:
+	case <-hc.done:
+		sc.end(protocol.Errorf(protocol.CodeHandlerFailed, "the handler went away"))
+		return
+	case <-ctx.Done():
+		sc.end(ctxFailure(ctx))
 		return
 	}
-	m, err := n.entryMessage(e)
-	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, err.Error())
-		return
+	sc.mu.Lock()
+	if c.Started() == nil {
+		c.Flush()
 	}
-	writeJSON(w, http.StatusOK, m)
+	sc.mu.Unlock()
+
+	select {
+	case <-sc.answered:
+	case <-hc.done:
+		sc.end(protocol.Errorf(protocol.CodeHandlerFailed, "the handler went away before answering"))
+	case <-ctx.Done():
+		hc.cancel(sc.id) // tell the handler, without waiting on it
+		sc.end(ctxFailure(ctx))
+	}
+}
+
+// end finishes the call with e unless it was answered already.
+func (sc *servedCall) end(e *protocol.CallError) {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if !sc.finished {
+		sc.finished = true
+		sc.c.Fail(e)
+		close(sc.answered)
+	}
+}
+
+// write runs f, which writes to the call, unless the call is over; last
+// marks the call answered.
+func (sc *servedCall) write(last bool, f func(c *call.Call) error) (ok bool, err error) {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if sc.finished {
+		return false, nil
+	}
+	err = f(sc.c)
+	if last || err != nil {
+		sc.finished = true
+		close(sc.answered)
+	}
+	return true, err
+}
+
+func failCtx(ctx context.Context, c *call.Call) { c.Fail(ctxFailure(ctx)) }
+
+// ctxFailure is the error a call ended by ctx gets (the caller may not see
+// it when it cancelled).
+func ctxFailure(ctx context.Context) *protocol.CallError {
+	if ctx.Err() == context.DeadlineExceeded {
+		return protocol.Errorf(protocol.CodeDeadline, "deadline exceeded while serving the call")
+	}
+	return protocol.Errorf(protocol.CodeCancelled, "call cancelled")
+}
+
+func newCallID() string {
+	var b [12]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }

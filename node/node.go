@@ -1,6 +1,9 @@
-// Package node is the weft daemon: it wires the mesh (libp2p) to the store
-// (Badger) and serves the local API on a Unix socket. Package node/client is
-// the Go client of that API.
+// Package node is the weft daemon's backend: it wires the mesh (libp2p) to
+// the store (Badger) and offers the daemon's operations as methods with
+// domain types and typed errors (*Error, *protocol.CallError, protocol's
+// validation errors). It speaks no HTTP: node/localapi serves these methods
+// on the local API, node/daemon runs the two on the Unix socket, and a Go
+// program can embed a Node directly.
 package node
 
 import (
@@ -9,8 +12,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"sync"
 	"time"
@@ -23,22 +24,18 @@ import (
 	"github.com/weftmesh/weft/mesh/agent"
 	"github.com/weftmesh/weft/mesh/call"
 	"github.com/weftmesh/weft/mesh/direct"
-	"github.com/weftmesh/weft/protocol"
+	"github.com/weftmesh/weft/protocol/api"
 	"github.com/weftmesh/weft/store"
 )
 
-// Node is a running daemon.
+// Node is a running daemon's backend. Its methods are safe for concurrent
+// use.
 type Node struct {
 	cfg   Config
 	log   *slog.Logger
 	key   crypto.PrivKey
 	store *store.Store
 	mesh  *mesh.Mesh
-	api   *http.Server
-	ln    net.Listener
-
-	mcpSrv *http.Server // MCP on loopback TCP, when configured
-	mcpLn  net.Listener
 
 	direct   *direct.Service
 	calls    *call.Service
@@ -53,9 +50,8 @@ type Node struct {
 	once   sync.Once
 }
 
-// New starts a daemon: it opens the store, starts the mesh, rejoins the
-// spaces the node had joined, and binds the API socket (which appears only
-// now, when the daemon is ready). Serve the API with Serve.
+// New starts a node: it opens the store, starts the mesh and rejoins the
+// spaces the node had joined. It runs until Close.
 func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -86,7 +82,21 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 			n.Close()
 		}
 	}()
-	n.mesh, err = mesh.New(ctx, key, mesh.Config{
+	if err := n.startMesh(ctx); err != nil {
+		return nil, err
+	}
+	var bg context.Context
+	bg, n.cancel = context.WithCancel(context.Background())
+	n.wg.Go(func() { n.reconnectKnownPeers(bg) })
+	n.wg.Go(func() { n.outbox.run(bg) })
+	return n, nil
+}
+
+// startMesh starts the mesh and the protocols on its host, and rejoins the
+// stored spaces.
+func (n *Node) startMesh(ctx context.Context) (err error) {
+	cfg, log := n.cfg, n.log
+	n.mesh, err = mesh.New(ctx, n.key, mesh.Config{
 		ListenAddrs:  cfg.Listen,
 		Bootstrap:    cfg.Bootstrap,
 		MDNS:         cfg.MDNS,
@@ -94,116 +104,58 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		Reachability: cfg.Reachability,
 		Limits:       cfg.Limits,
 		Logger:       log.With("part", "mesh"),
-		History:      st,
+		History:      n.store,
 		SyncInterval: cfg.SyncInterval,
 		SyncWindow:   cfg.SyncWindow,
-		Gater:        cfg.gater,
+		Gater:        cfg.Gater,
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	n.mesh.OnPeerConnected(n.rememberPeer)
 	h := n.mesh.Host()
-	n.direct, err = direct.New(h, n,
+	n.direct, err = direct.New(h, inboxSink{n},
 		direct.WithLimits(cfg.Limits),
 		direct.WithLogger(log.With("part", "direct")))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	n.calls, err = call.New(h, n.handlers, call.WithLimits(cfg.Limits))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	n.outbox = newOutbox(n)
 	n.mesh.OnPeerConnected(n.outbox.peerConnected)
 	if err := n.loadCard(); err != nil {
-		return nil, fmt.Errorf("agent card: %w", err)
+		return fmt.Errorf("agent card: %w", err)
 	}
 	n.agent, err = agent.New(h, n.mesh.Discovery(),
 		agent.WithCard(n.Card),
 		agent.WithHealth(n.Health),
 		agent.WithLogger(log.With("part", "agent")))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	n.handlers.onCaps = n.advertise
 	n.advertise()
-	spaces, err := st.Spaces()
+	spaces, err := n.store.Spaces()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for _, sp := range spaces {
-		if err := n.mesh.JoinSpace(sp.ID, n); err != nil {
-			return nil, fmt.Errorf("rejoin space %s: %w", sp.Name, err)
+		if err := n.mesh.JoinSpace(sp.ID, spaceSink{n}); err != nil {
+			return fmt.Errorf("rejoin space %s: %w", sp.Name, err)
 		}
 	}
-	var bg context.Context
-	bg, n.cancel = context.WithCancel(context.Background())
-	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
-		n.reconnectKnownPeers(bg)
-	}()
-	n.wg.Go(func() { n.outbox.run(bg) })
-	n.api = &http.Server{
-		Handler:           n.Handler(),
-		BaseContext:       func(net.Listener) context.Context { return bg }, // Close ends streams
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
-	}
-	if cfg.MCPListen != "" {
-		if err := n.listenMCP(bg); err != nil {
-			return nil, err
-		}
-	}
-	n.ln, err = listenSocket(cfg.SocketPath())
-	if err != nil {
-		return nil, err
-	}
-	log.Info("weft daemon ready", "id", n.mesh.ID(), "socket", cfg.SocketPath(), "addrs", n.mesh.Addrs())
-	return n, nil
+	return nil
 }
 
-// Serve serves the local API until Close; it returns nil after Close.
-func (n *Node) Serve() error {
-	err := n.api.Serve(n.ln)
-	if errors.Is(err, http.ErrServerClosed) {
-		return nil
-	}
-	return err
-}
-
-// ID returns the node's peer ID.
-func (n *Node) ID() peer.ID { return n.mesh.ID() }
-
-// Addrs returns the node's full libp2p addresses.
-func (n *Node) Addrs() []ma.Multiaddr { return n.mesh.Addrs() }
-
-// Close stops serving, leaves the network and closes the store. It waits
-// for in-flight API requests for up to five seconds.
+// Close leaves the network and closes the store.
 func (n *Node) Close() error {
 	var errs []error
 	n.once.Do(func() {
 		if n.cancel != nil {
-			n.cancel() // ends event streams and background loops
-		}
-		if n.api != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			if err := n.api.Shutdown(ctx); err != nil {
-				n.api.Close()
-			}
-			cancel()
-		}
-		if n.ln != nil {
-			n.ln.Close()
-		}
-		if n.mcpSrv != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			if err := n.mcpSrv.Shutdown(ctx); err != nil {
-				n.mcpSrv.Close()
-			}
-			cancel()
+			n.cancel() // ends background loops
 		}
 		n.wg.Wait()
 		if n.agent != nil {
@@ -225,32 +177,55 @@ func (n *Node) Close() error {
 	return errors.Join(errs...)
 }
 
-// Deliver stores a valid message that arrived from the mesh (mesh.Sink).
-func (n *Node) Deliver(ctx context.Context, m *protocol.Message) error {
-	_, added, err := n.store.Put(ctx, storeMessage(m))
-	if err != nil {
-		n.log.Warn("store message from mesh", "id", m.ID, "err", err)
-		return err
-	}
-	if added {
-		n.log.Debug("message stored", "id", m.ID, "space", m.Space, "from", m.From)
-	}
-	return nil
+// Config returns the node's configuration.
+func (n *Node) Config() Config { return n.cfg }
+
+// Mesh returns the node's mesh, for embedders and tests that need the
+// libp2p host itself.
+func (n *Node) Mesh() *mesh.Mesh { return n.mesh }
+
+// Store returns the node's store, for embedders and tests.
+func (n *Node) Store() *store.Store { return n.store }
+
+// ID returns the node's peer ID.
+func (n *Node) ID() peer.ID { return n.mesh.ID() }
+
+// Addrs returns the node's full libp2p addresses.
+func (n *Node) Addrs() []ma.Multiaddr { return n.mesh.Addrs() }
+
+// Info describes this node.
+type Info struct {
+	ID           peer.ID
+	Addrs        []ma.Multiaddr // full addresses, ending in /p2p/ID
+	Version      string
+	Home         string
+	Reachability string // "public", "private" or "unknown"
 }
 
-func storeMessage(m *protocol.Message) store.Message {
-	sm := store.Message{
-		ID:      m.ID,
-		Space:   m.Space,
-		Prev:    m.Prev,
-		ReplyTo: m.Refs.Messages,
-		Time:    m.CreatedAt,
-		Raw:     m.Encode(),
+// Info describes this node.
+func (n *Node) Info() Info {
+	return Info{ID: n.mesh.ID(), Addrs: n.mesh.Addrs(), Version: Version, Home: n.cfg.Home, Reachability: n.mesh.Reachability()}
+}
+
+// Peers returns the connected peers.
+func (n *Node) Peers() []mesh.PeerInfo { return n.mesh.Peers() }
+
+// connectWait bounds Connect.
+const connectWait = 15 * time.Second
+
+// Connect dials the peer at addr (ending in /p2p/ID) and keeps the
+// connection.
+func (n *Node) Connect(ctx context.Context, addr ma.Multiaddr) (peer.ID, error) {
+	if _, err := addr.ValueForProtocol(ma.P_P2P); err != nil {
+		return "", errorf(api.CodeBadAddr, "multiaddr %q must end in /p2p/<peer id>", addr)
 	}
-	if exp, ok := m.Expiry(); ok {
-		sm.Expires = exp.UnixMilli()
+	ctx, cancel := context.WithTimeout(ctx, connectWait)
+	defer cancel()
+	id, err := n.mesh.Connect(ctx, addr)
+	if err != nil {
+		return "", wrap(api.CodeConnectFailed, err)
 	}
-	return sm
+	return id, nil
 }
 
 func (n *Node) rememberPeer(id peer.ID, addrs []ma.Multiaddr) {
@@ -288,17 +263,15 @@ func (n *Node) reconnectKnownPeers(ctx context.Context) {
 		if len(ai.Addrs) == 0 {
 			continue
 		}
-		wg.Add(1)
 		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			defer func() { <-sem }()
 			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
 			if err := n.mesh.Host().Connect(cctx, ai); err != nil {
 				n.log.Debug("reconnect known peer", "peer", ai.ID, "err", err)
 			}
-		}()
+		})
 	}
 	wg.Wait()
 }

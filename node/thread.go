@@ -3,9 +3,7 @@ package node
 import (
 	"cmp"
 	"errors"
-	"net/http"
 	"slices"
-	"strconv"
 
 	"github.com/weftmesh/weft/protocol"
 	"github.com/weftmesh/weft/protocol/api"
@@ -14,68 +12,47 @@ import (
 
 // Thread bounds.
 const (
-	defaultThreadDepth = 100
-	maxThreadDepth     = 1000
+	DefaultThreadDepth = 100
+	MaxThreadDepth     = 1000
 	maxThreadSize      = 1000 // messages in one answer
 )
 
-// handleThread answers GET /v1/messages/{id}/thread?direction=&depth=: a
-// breadth-first walk of refs.messages, up (ancestors: what the message
-// replies to) or down (descendants: the replies to it), over the messages
-// this node holds.
-func (n *Node) handleThread(w http.ResponseWriter, r *http.Request) {
-	id, err := protocol.ParseID(r.PathValue("id"))
-	if err != nil {
-		writeError(w, http.StatusBadRequest, protocol.Code(err), err.Error())
-		return
-	}
-	q := r.URL.Query()
-	dir := cmp.Or(q.Get("direction"), "ancestors")
-	if dir != "ancestors" && dir != "descendants" {
-		writeError(w, http.StatusBadRequest, api.CodeBadRequest, "direction must be ancestors or descendants")
-		return
-	}
-	depth := defaultThreadDepth
-	if s := q.Get("depth"); s != "" {
-		depth, err = strconv.Atoi(s)
-		if err != nil || depth < 0 || depth > maxThreadDepth {
-			writeError(w, http.StatusBadRequest, api.CodeBadRequest, "depth must be 0.."+strconv.Itoa(maxThreadDepth))
-			return
-		}
-	}
-	th, err := n.thread(id, dir == "ancestors", depth)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		writeError(w, http.StatusNotFound, api.CodeNotFound, "no message "+id.String())
-	case err != nil:
-		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, err.Error())
-	default:
-		th.Direction = dir
-		writeJSON(w, http.StatusOK, th)
-	}
+// ThreadMessage is a message of a thread with its distance from the
+// message the thread was asked for (0 for that message itself).
+type ThreadMessage struct {
+	Depth int
+	Message
 }
 
-// thread walks from id breadth-first to maxDepth.
-func (n *Node) thread(id protocol.ID, up bool, maxDepth int) (api.Thread, error) {
-	th := api.Thread{Messages: []api.ThreadMessage{}}
+// Thread is a message and its ancestors or descendants, nearest first,
+// and by creation time within one depth.
+type Thread struct {
+	Messages  []ThreadMessage
+	Truncated bool // the depth or size limit cut it short
+}
+
+// Thread walks the refs.messages links of id breadth-first to maxDepth:
+// up (ancestors: what it replies to) or down (descendants: the replies to
+// it), over the messages this node holds.
+func (n *Node) Thread(id protocol.ID, up bool, maxDepth int) (Thread, error) {
+	if maxDepth < 0 || maxDepth > MaxThreadDepth {
+		return Thread{}, errorf(api.CodeBadRequest, "depth must be 0..%d", MaxThreadDepth)
+	}
+	th := Thread{Messages: []ThreadMessage{}}
 	seen := map[protocol.ID]bool{id: true}
 	level := []protocol.ID{id}
 	for depth := 0; len(level) > 0; depth++ {
-		var found []api.ThreadMessage
+		var found []ThreadMessage
 		var next []protocol.ID
 		for _, mid := range level {
-			e, err := n.store.Get(mid)
+			m, err := n.Get(mid)
 			if errors.Is(err, store.ErrNotFound) && depth > 0 {
 				continue // a message this node does not hold (yet)
 			}
 			if err != nil {
 				return th, err
 			}
-			m, err := protocol.Decode(e.Raw, protocol.DefaultLimits())
-			if err != nil {
-				return th, err
-			}
-			found = append(found, api.ThreadMessage{Depth: depth, Message: apiMessage(m, e.Cursor)})
+			found = append(found, ThreadMessage{Depth: depth, Message: m})
 			links := m.Refs.Messages
 			if !up {
 				if links, err = n.store.Replies(mid, maxThreadSize); err != nil {
@@ -89,8 +66,8 @@ func (n *Node) thread(id protocol.ID, up bool, maxDepth int) (api.Thread, error)
 				}
 			}
 		}
-		slices.SortFunc(found, func(a, b api.ThreadMessage) int {
-			return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
+		slices.SortFunc(found, func(a, b ThreadMessage) int {
+			return cmp.Or(cmp.Compare(a.CreatedAt, b.CreatedAt), cmp.Compare(a.ID.String(), b.ID.String()))
 		})
 		th.Messages = append(th.Messages, found...)
 		if len(th.Messages) >= maxThreadSize {

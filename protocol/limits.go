@@ -1,6 +1,9 @@
 package protocol
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // MaxMessageSize is the hard upper bound of a message body in bytes.
 const MaxMessageSize = 1 << 20
@@ -43,3 +46,19 @@ func (l Limits) Validate() error {
 
 // MaxWireSize is the largest wire encoding of a message within MaxMessageSize.
 const MaxWireSize = 1 + 10 + MaxMessageSize + SignatureSize
+
+// StoredLimits returns the widest limits there are: for reading back a
+// message this node validated when it accepted it, under whatever limits
+// were configured then. A node whose limits were raised (or lowered since)
+// still reads every message it holds.
+func StoredLimits() Limits {
+	return Limits{
+		MaxSize:    MaxMessageSize,
+		MaxSkew:    math.MaxInt64,
+		MaxPrev:    math.MaxInt,
+		MaxRefs:    math.MaxInt,
+		MaxType:    math.MaxInt,
+		MaxMeta:    math.MaxInt,
+		MaxMetaLen: math.MaxInt,
+	}
+}

@@ -81,6 +81,7 @@ type Message struct {
 	Body    []byte
 	Sig     []byte
 	sender  peer.ID
+	wire    []byte // the wire encoding it was made or decoded from
 }
 
 // Sender returns the decoded sender.
@@ -147,6 +148,7 @@ func Sign(key crypto.PrivKey, d Draft, lim Limits) (*Message, error) {
 		return nil, err
 	}
 	m.Sig = sig
+	m.wire = m.encode()
 	// The signature was just made with the sender's key; only the clock
 	// and TTL checks a receiver runs remain.
 	if err := m.checkTime(d.CreatedAt, lim); err != nil {
@@ -160,8 +162,17 @@ func signingBytes(body []byte) []byte {
 	return append(append(s, SigningDomain...), body...)
 }
 
-// Encode returns the wire encoding of m.
+// Encode returns the wire encoding of m. A message made by Sign or Decode
+// keeps the bytes it was made from, so they are never encoded twice: the
+// result is shared and must not be modified.
 func (m *Message) Encode() []byte {
+	if m.wire != nil {
+		return m.wire
+	}
+	return m.encode()
+}
+
+func (m *Message) encode() []byte {
 	w := make([]byte, 0, 1+binary.MaxVarintLen64+len(m.Body)+len(m.Sig))
 	w = append(w, wireFormat)
 	w = binary.AppendUvarint(w, uint64(len(m.Body)))
@@ -193,12 +204,15 @@ func Decode(wire []byte, lim Limits) (*Message, error) {
 	if uint64(len(rest)) < SignatureSize || uint64(len(rest))-SignatureSize != n {
 		return nil, errorf(ErrMalformed, "frame is %d bytes, want %d", len(rest), n+SignatureSize)
 	}
-	b := bytes.Clone(rest[:n])
-	m, err := parse(b, lim)
+	// One copy of the wire: Body and Sig are slices of it.
+	own := bytes.Clone(wire)
+	rest = own[1+k:]
+	m, err := parse(rest[:n:n], lim)
 	if err != nil {
 		return nil, err
 	}
-	m.Sig = bytes.Clone(rest[n:])
+	m.Sig = rest[n:]
+	m.wire = own
 	return m, nil
 }
 

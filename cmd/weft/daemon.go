@@ -6,9 +6,8 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/weftmesh/weft/node"
+	weftd "github.com/weftmesh/weft/node/daemon"
 	"github.com/weftmesh/weft/protocol"
-	"github.com/weftmesh/weft/protocol/api"
 )
 
 func runDaemon(ctx context.Context, e *env, args []string) error {
@@ -36,7 +35,7 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 	if err := lv.UnmarshalText([]byte(*level)); err != nil {
 		return usageError{fmt.Sprintf("bad --log-level %q", *level)}
 	}
-	cfg := node.Default()
+	cfg := weftd.Default()
 	cfg.Home = e.home
 	cfg.Listen = listen
 	cfg.Bootstrap = bootstrap
@@ -53,10 +52,10 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 		if err := protocol.CheckName(c); err != nil {
 			return usageError{"--capability: " + err.Error()}
 		}
-		cfg.Card.Capabilities = append(cfg.Card.Capabilities, api.Capability{Name: c})
+		cfg.Card.Capabilities = append(cfg.Card.Capabilities, protocol.Capability{Name: c})
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: lv}))
-	n, err := node.New(ctx, cfg)
+	n, err := weftd.New(ctx, cfg)
 	if err != nil {
 		return err
 	}

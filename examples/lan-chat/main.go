@@ -3,7 +3,7 @@
 //
 //	lan-chat --name alice [--home DIR] [--space lan-chat]
 //
-// It runs its own weft node in the process (package node), with mDNS on and
+// It runs its own weft node in the process (packages node and node/daemon), with mDNS on and
 // listening on every interface, so copies of it on one LAN find each other
 // by themselves. It joins the space "lan-chat", prints "found PEER" when a
 // peer connects, prints what others say as "NAME: text", and sends each
@@ -16,7 +16,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -29,8 +28,9 @@ import (
 	"time"
 
 	"github.com/weftmesh/weft/node"
-	"github.com/weftmesh/weft/node/client"
-	"github.com/weftmesh/weft/protocol/api"
+	"github.com/weftmesh/weft/node/daemon"
+	"github.com/weftmesh/weft/protocol"
+	"github.com/weftmesh/weft/store"
 )
 
 // Line is the content of one chat message.
@@ -65,24 +65,27 @@ func main() {
 }
 
 // run starts the node, chats until ctx ends or stdin does, then stops the
-// node. The chat goes to out, problems to errs.
+// node. The chat goes to out, problems to errs. It uses the node in the
+// process directly (package node); the daemon around it also serves the
+// local API on home/weft.sock, so the weft CLI can join in.
 func run(ctx context.Context, name, home, space string, stdin io.Reader, out, errs *log.Logger) error {
-	cfg := node.Default() // mDNS on, every interface, random ports
+	cfg := daemon.Default() // mDNS on, every interface, random ports
 	cfg.Home = home
 	cfg.Card.Name = name
-	n, err := node.New(ctx, cfg)
+	d, err := daemon.New(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	defer n.Close()
-	go func() { // the local API on home/weft.sock, until n closes
-		if err := n.Serve(); err != nil {
+	defer d.Close()
+	go func() { // the local API on home/weft.sock, until d closes
+		if err := d.Serve(); err != nil {
 			errs.Printf("api: %v", err)
 		}
 	}()
 
-	c := &client.Client{Home: home}
-	if _, err := c.Join(ctx, space); err != nil {
+	n := d.Node()
+	sp, _, err := n.Join(space, nil)
+	if err != nil {
 		return err
 	}
 	me := n.ID().String()
@@ -90,18 +93,17 @@ func run(ctx context.Context, name, home, space string, stdin io.Reader, out, er
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	go watchPeers(ctx, c, out, errs)
+	go watchPeers(ctx, n, out)
 	go func() {
-		err := c.Follow(ctx, space, "", func(m api.Message) error {
+		err := follow(ctx, n, sp.ID, func(m node.Message) {
 			var l Line
 			if m.From == me || json.Unmarshal(m.Content, &l) != nil || l.Text == "" {
-				return nil // our own lines, and messages that are not chat
+				return // our own lines, and messages that are not chat
 			}
 			if l.Name == "" {
 				l.Name = m.From
 			}
 			out.Printf("%s: %s", l.Name, l.Text)
-			return nil
 		})
 		if ctx.Err() == nil {
 			errs.Printf("reading %s: %v", space, err)
@@ -129,9 +131,34 @@ func run(ctx context.Context, name, home, space string, stdin io.Reader, out, er
 				continue
 			}
 			content, _ := json.Marshal(Line{Text: text, Name: name})
-			if _, err := c.Send(ctx, space, api.SendRequest{Content: content, Type: "text"}); err != nil {
+			if _, err := n.Send(ctx, sp.ID, node.Post{Content: content, Type: "text"}); err != nil {
 				return err
 			}
+		}
+	}
+}
+
+// follow calls f with every message of the space, from its start, as
+// the node stores them, until ctx ends.
+func follow(ctx context.Context, n *node.Node, space protocol.ID, f func(node.Message)) error {
+	var after store.Cursor
+	for {
+		changed := n.Changed(space)
+		msgs, next, err := n.Read(space, after, 256)
+		if err != nil {
+			return err
+		}
+		for _, m := range msgs {
+			f(m)
+		}
+		after = next
+		if len(msgs) > 0 {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-changed:
 		}
 	}
 }
@@ -139,30 +166,25 @@ func run(ctx context.Context, name, home, space string, stdin io.Reader, out, er
 // watchPeers prints "found PEER" when a peer connects and "lost PEER" when
 // its last connection closes. mDNS finds peers on the LAN and the node
 // connects to them; this only watches the node's list of connections.
-func watchPeers(ctx context.Context, c *client.Client, out, errs *log.Logger) {
+func watchPeers(ctx context.Context, n *node.Node, out *log.Logger) {
 	known := make(map[string]bool)
 	t := time.NewTicker(200 * time.Millisecond)
 	defer t.Stop()
 	for {
-		ps, err := c.Peers(ctx)
-		if err != nil && !errors.Is(err, context.Canceled) {
-			errs.Printf("peers: %v", err)
-		}
-		now := make(map[string]bool, len(ps))
-		for _, p := range ps {
-			now[p.ID] = true
-			if !known[p.ID] {
-				out.Printf("found %s", p.ID)
+		now := make(map[string]bool)
+		for _, p := range n.Peers() {
+			id := p.ID.String()
+			now[id] = true
+			if !known[id] {
+				out.Printf("found %s", id)
 			}
 		}
 		for id := range known {
-			if !now[id] && err == nil {
+			if !now[id] {
 				out.Printf("lost %s", id)
 			}
 		}
-		if err == nil {
-			known = now
-		}
+		known = now
 		select {
 		case <-ctx.Done():
 			return

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/weftmesh/weft/node"
 	"github.com/weftmesh/weft/node/client"
+	"github.com/weftmesh/weft/node/daemon"
 	"github.com/weftmesh/weft/protocol/api"
 )
 
@@ -908,12 +908,12 @@ func startNode(ctx context.Context, bootstrap []string) (*testNode, func() error
 	if err != nil {
 		return nil, nil, err
 	}
-	cfg := node.Default()
+	cfg := daemon.Default()
 	cfg.Home = home
 	cfg.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
 	cfg.MDNS = false
 	cfg.Bootstrap = bootstrap
-	n, err := node.New(ctx, cfg)
+	n, err := daemon.New(ctx, cfg)
 	if err != nil {
 		os.RemoveAll(home)
 		return nil, nil, fmt.Errorf("start node: %w", err)

@@ -148,18 +148,36 @@ type ErrorBody struct {
 	Message string `json:"message"`
 }
 
-// Error codes the API uses besides the protocol's validation codes.
+// Error codes: every code the API answers with is one of these, with the
+// status beside it on every route. Those a message's validation gives are
+// protocol's (protocol.Code), those of calls and direct messages are the
+// call codes on the wire (protocol.Code*): a test keeps them in step.
 const (
-	CodeBadRequest    = "bad_request"   // 400: malformed JSON, bad parameter
-	CodeBadCursor     = "bad_cursor"    // 400
-	CodeBadAddr       = "bad_multiaddr" // 400
-	CodeNotFound      = "not_found"     // 404: route, message
-	CodeUnknownSpace  = "unknown_space" // 404: space not joined
-	CodeTooLarge      = "too_large"     // 413
-	CodeInvalid       = "invalid"       // 422: well-formed but not acceptable
-	CodeUnavailable   = "unavailable"   // 503
-	CodeForbidden     = "forbidden"     // 403: browser-origin request
-	CodeUnauthorized  = "unauthorized"  // 401: the MCP endpoint's token is missing or wrong
-	CodeMethod        = "method_not_allowed"
+	// The request.
+	CodeBadRequest   = "bad_request"   // 400: malformed JSON, bad parameter
+	CodeBadCursor    = "bad_cursor"    // 400
+	CodeBadAddr      = "bad_multiaddr" // 400
+	CodeBadID        = "bad_id"        // 400: not a message ID
+	CodeMethod       = "method_not_allowed"
+	CodeForbidden    = "forbidden"    // 403: browser-origin request
+	CodeUnauthorized = "unauthorized" // 401: the MCP endpoint's token is missing or wrong
+
+	// What it names.
+	CodeNotFound     = "not_found"     // 404: route, message
+	CodeUnknownSpace = "unknown_space" // 404: space not joined
+
+	// A message that is not acceptable: 422, or 413 when too large.
+	CodeInvalid            = "invalid" // well-formed JSON, but not a message: no content, negative ttl, bad refs
+	CodeTooLarge           = "too_large"
+	CodeMalformed          = "malformed"
+	CodeUnsupportedVersion = "unsupported_version"
+	CodeBadSender          = "bad_sender"
+	CodeBadSignature       = "bad_signature"
+	CodeIDMismatch         = "id_mismatch"
+	CodeClockSkew          = "clock_skew"
+	CodeExpired            = "expired"
+
+	// This node.
+	CodeUnavailable   = "unavailable"    // 503: the store or the network failed
 	CodeConnectFailed = "connect_failed" // 502: the peer could not be reached
 )

@@ -16,6 +16,8 @@ const (
 	CodeOverloaded    = "overloaded"        // 503: too many calls in flight there
 	CodeBadPeer       = "bad_peer"          // 400: not a peer ID
 	CodeUnknownCall   = "unknown_call"      // 404: no such call in flight here
+	CodeRefused       = "refused"           // 502: the recipient refused a direct message
+	CodeInternal      = "internal"          // 500
 )
 
 // DMRequest is the body of POST /v1/dm: a direct message to one peer.

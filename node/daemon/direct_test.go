@@ -1,4 +1,4 @@
-package node
+package daemon
 
 import (
 	"bufio"
@@ -24,7 +24,7 @@ import (
 )
 
 // pair starts two connected nodes.
-func pair(t testing.TB) (a *Node, ca *client.Client, b *Node, cb *client.Client) {
+func pair(t testing.TB) (a *Daemon, ca *client.Client, b *Daemon, cb *client.Client) {
 	t.Helper()
 	a, ca = startNode(t, nil)
 	b, cb = startNode(t, bootstrapTo(a))
@@ -89,13 +89,15 @@ func TestDMBadInput(t *testing.T) {
 		req  api.DMRequest
 		code string
 	}{
-		{"bad peer", api.DMRequest{To: "nobody", Content: json.RawMessage(`{}`)}, api.CodeBadRequest},
-		{"self", api.DMRequest{To: a.ID().String(), Content: json.RawMessage(`{}`)}, api.CodeBadRequest},
-		{"no content", api.DMRequest{To: other.String()}, api.CodeBadRequest},
-		{"bad kind", api.DMRequest{To: other.String(), Kind: "shout", Content: json.RawMessage(`{}`)}, api.CodeBadRequest},
+		// The same codes as a send's (bad_peer where a peer ID is bad,
+		// invalid where the message is).
+		{"bad peer", api.DMRequest{To: "nobody", Content: json.RawMessage(`{}`)}, api.CodeBadPeer},
+		{"self", api.DMRequest{To: a.ID().String(), Content: json.RawMessage(`{}`)}, api.CodeBadPeer},
+		{"no content", api.DMRequest{To: other.String()}, api.CodeInvalid},
+		{"bad kind", api.DMRequest{To: other.String(), Kind: "shout", Content: json.RawMessage(`{}`)}, api.CodeInvalid},
 		{"array content", api.DMRequest{To: other.String(), Content: json.RawMessage(`[1]`)}, "malformed"},
-		{"negative ttl", api.DMRequest{To: other.String(), TTL: -1, Content: json.RawMessage(`{}`)}, api.CodeBadRequest},
-		{"bad reply_to", api.DMRequest{To: other.String(), ReplyTo: "x", Content: json.RawMessage(`{}`)}, api.CodeBadRequest},
+		{"negative ttl", api.DMRequest{To: other.String(), TTL: -1, Content: json.RawMessage(`{}`)}, api.CodeInvalid},
+		{"bad reply_to", api.DMRequest{To: other.String(), ReplyTo: "x", Content: json.RawMessage(`{}`)}, api.CodeInvalid},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -150,7 +152,7 @@ func TestForgedDMsRefused(t *testing.T) {
 	ctx := t.Context()
 	n, c := startNode(t, nil)
 	h, key := rawHost(t)
-	if err := h.Connect(ctx, peer.AddrInfo{ID: n.ID(), Addrs: n.mesh.Host().Addrs()}); err != nil {
+	if err := h.Connect(ctx, peer.AddrInfo{ID: n.ID(), Addrs: n.node.Mesh().Host().Addrs()}); err != nil {
 		t.Fatal(err)
 	}
 	otherKey, _, _ := crypto.GenerateEd25519Key(nil)
@@ -239,11 +241,11 @@ func TestDiscoverCapability(t *testing.T) {
 			c.Card.Name = fmt.Sprintf("node%d", i)
 			switch i {
 			case 2, 5, 7:
-				c.Card.Capabilities = []api.Capability{{Name: "code_review", Description: "reviews Go"}, {Name: "chat"}}
+				c.Card.Capabilities = []protocol.Capability{{Name: "code_review", Description: "reviews Go"}, {Name: "chat"}}
 			case 3:
-				c.Card.Capabilities = []api.Capability{{Name: "code_review_lite"}}
+				c.Card.Capabilities = []protocol.Capability{{Name: "code_review_lite"}}
 			default:
-				c.Card.Capabilities = []api.Capability{{Name: "translate"}}
+				c.Card.Capabilities = []protocol.Capability{{Name: "translate"}}
 			}
 		})
 		if i == 2 || i == 5 || i == 7 {
@@ -253,9 +255,9 @@ func TestDiscoverCapability(t *testing.T) {
 	slices.Sort(want)
 	q, cq := startNode(t, func(c *Config) { c.Bootstrap = []string{boot.Addrs()[0].String()} })
 	eventually(t, 10*time.Second, "querier linked to the bootstrap peer", func() bool {
-		return len(q.mesh.Peers()) >= 1
+		return len(q.node.Mesh().Peers()) >= 1
 	})
-	if ps := q.mesh.Peers(); len(ps) != 1 || ps[0].ID != boot.ID() {
+	if ps := q.node.Mesh().Peers(); len(ps) != 1 || ps[0].ID != boot.ID() {
 		t.Fatalf("querier is linked to %v, want only the bootstrap peer", ps)
 	}
 	start := time.Now()

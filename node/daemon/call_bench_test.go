@@ -1,4 +1,4 @@
-package node
+package daemon
 
 import (
 	"bufio"
@@ -91,14 +91,14 @@ func BenchmarkInvoke(b *testing.B) {
 
 // rawRTT measures n round trips of a 100-byte frame on one libp2p stream
 // from a to b (an echo protocol registered for the benchmark).
-func rawRTT(b testing.TB, a, nb *Node, n int) []time.Duration {
+func rawRTT(b testing.TB, a, nb *Daemon, n int) []time.Duration {
 	const proto = "/weft-bench/echo/1"
-	nb.mesh.Host().SetStreamHandler(proto, func(s network.Stream) {
+	nb.node.Mesh().Host().SetStreamHandler(proto, func(s network.Stream) {
 		defer s.Close()
 		io.Copy(s, s)
 	})
-	b.Cleanup(func() { nb.mesh.Host().RemoveStreamHandler(proto) })
-	s, err := a.mesh.Host().NewStream(context.Background(), nb.ID(), proto)
+	b.Cleanup(func() { nb.node.Mesh().Host().RemoveStreamHandler(proto) })
+	s, err := a.node.Mesh().Host().NewStream(context.Background(), nb.ID(), proto)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package node
+package daemon
 
 import (
 	"context"
@@ -68,7 +68,7 @@ func TestThreeNodesOneBootstrap(t *testing.T) {
 	// B and C share no link but the bootstrap; DHT rendezvous on the space
 	// must bring them together.
 	eventually(t, 45*time.Second, "B and C to find each other through the DHT", func() bool {
-		for _, p := range b.mesh.Peers() {
+		for _, p := range b.node.Mesh().Peers() {
 			if p.ID.String() != a.ID().String() {
 				return true
 			}
@@ -130,7 +130,7 @@ type rawPeer struct {
 	topic *pubsub.Topic
 }
 
-func newRawPeer(t *testing.T, target *Node, space protocol.ID) *rawPeer {
+func newRawPeer(t *testing.T, target *Daemon, space protocol.ID) *rawPeer {
 	t.Helper()
 	key, _, err := crypto.GenerateEd25519Key(nil)
 	if err != nil {
@@ -157,7 +157,7 @@ func newRawPeer(t *testing.T, target *Node, space protocol.ID) *rawPeer {
 		t.Fatal(err)
 	}
 	t.Cleanup(sub.Cancel)
-	if err := h.Connect(t.Context(), peer.AddrInfo{ID: target.ID(), Addrs: target.mesh.Host().Addrs()}); err != nil {
+	if err := h.Connect(t.Context(), peer.AddrInfo{ID: target.ID(), Addrs: target.node.Mesh().Host().Addrs()}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 30*time.Second, "the raw peer to join the node's topic mesh", func() bool {
@@ -229,11 +229,11 @@ func TestInvalidGossipRejected(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 30*time.Second, "the valid message to be stored", func() bool {
-		ok, _ := a.store.Has(good.ID)
+		ok, _ := a.node.Store().Has(good.ID)
 		return ok
 	})
 	for _, b := range bad {
-		if ok, err := a.store.Has(b.id); err != nil || ok {
+		if ok, err := a.node.Store().Has(b.id); err != nil || ok {
 			t.Errorf("%s message stored (has=%v, err=%v)", b.name, ok, err)
 		}
 	}

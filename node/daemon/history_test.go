@@ -1,4 +1,4 @@
-package node
+package daemon
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weftmesh/weft/node"
 	"github.com/weftmesh/weft/node/client"
 	"github.com/weftmesh/weft/protocol"
 	"github.com/weftmesh/weft/protocol/api"
@@ -47,11 +48,11 @@ func TestTTLExpiry(t *testing.T) {
 		t.Fatalf("read after expiry lists %v, want only %s", got, keep.ID)
 	}
 	id, _ := protocol.ParseID(gone.ID)
-	if _, ok, _ := n.store.Wire(protocol.SpaceID("ephemeral"), id); ok {
+	if _, ok, _ := n.node.Store().Wire(protocol.SpaceID("ephemeral"), id); ok {
 		t.Error("expired message still served to peers")
 	}
 	eventually(t, 15*time.Second, "the sweep to remove it", func() bool {
-		has, err := n.store.Has(id)
+		has, err := n.node.Store().Has(id)
 		return err == nil && !has
 	})
 }
@@ -86,7 +87,7 @@ func TestRetention(t *testing.T) {
 		got := readAll(t, cb, "bounded")
 		return len(got) == 5 && strings.Join(got, ",") != "" && containsAll(sent[7:], got)
 	})
-	st, err := b.mesh.Sync(ctx, a.ID(), space)
+	st, err := b.node.Mesh().Sync(ctx, a.ID(), space)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +115,7 @@ func TestRetention(t *testing.T) {
 	if _, err := cb.JoinSpace(ctx, api.JoinRequest{Name: "bounded", Retention: &api.Retention{MaxAge: "720h"}}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := b.store.Space(space)
+	got, err := b.node.Store().Space(space)
 	if err != nil || got.Retention != (store.Retention{MaxAge: 720 * time.Hour}) {
 		t.Errorf("retention after rejoin: %+v, %v", got.Retention, err)
 	}
@@ -146,7 +147,7 @@ func TestDeliveredOnce(t *testing.T) {
 	}
 	space := protocol.SpaceID("once")
 	eventually(t, 30*time.Second, "a and b to be topic peers", func() bool {
-		return len(a.mesh.SpacePeers(space)) == 1 && len(b.mesh.SpacePeers(space)) == 1
+		return len(a.node.Mesh().SpacePeers(space)) == 1 && len(b.node.Mesh().SpacePeers(space)) == 1
 	})
 
 	got := make(chan api.Message, 10)
@@ -157,25 +158,25 @@ func TestDeliveredOnce(t *testing.T) {
 	}()
 	defer func() { cancel(); <-done }()
 
-	m, _, err := a.Send(ctx, space, api.SendRequest{Content: json.RawMessage(`{"text":"once"}`)})
+	m, err := a.node.Send(ctx, space, node.Post{Content: json.RawMessage(`{"text":"once"}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {
-			if err := b.Deliver(ctx, m); err != nil {
+			if _, _, err := b.node.Accept(ctx, m.Message); err != nil {
 				t.Error(err)
 			}
 		})
 	}
 	wg.Go(func() {
-		if _, err := b.mesh.Sync(ctx, a.ID(), space); err != nil {
+		if _, err := b.node.Mesh().Sync(ctx, a.ID(), space); err != nil {
 			t.Error(err)
 		}
 	})
 	wg.Wait()
-	marker, _, err := a.Send(ctx, space, api.SendRequest{Content: json.RawMessage(`{"text":"marker"}`)})
+	marker, err := a.node.Send(ctx, space, node.Post{Content: json.RawMessage(`{"text":"marker"}`)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,13 +1,17 @@
-package node
+package daemon
 
 import (
 	"context"
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/crypto"
+
+	"github.com/weftmesh/weft/mesh"
 	"github.com/weftmesh/weft/node/client"
 )
 
@@ -24,7 +28,7 @@ func tempHome(t testing.TB) string {
 
 // startNode runs a daemon on 127.0.0.1 with mDNS off, serving its API, and
 // stops it when the test ends.
-func startNode(t testing.TB, mutate func(*Config)) (*Node, *client.Client) {
+func startNode(t testing.TB, mutate func(*Config)) (*Daemon, *client.Client) {
 	t.Helper()
 	n, c, stop := runNode(t, mutate)
 	t.Cleanup(stop)
@@ -33,7 +37,7 @@ func startNode(t testing.TB, mutate func(*Config)) (*Node, *client.Client) {
 
 // runNode is startNode with the stop left to the caller (stop must be
 // called once).
-func runNode(t testing.TB, mutate func(*Config)) (*Node, *client.Client, func()) {
+func runNode(t testing.TB, mutate func(*Config)) (*Daemon, *client.Client, func()) {
 	t.Helper()
 	cfg := Default()
 	cfg.Home = tempHome(t)
@@ -80,4 +84,14 @@ func rawHTTP(socket string) *http.Client {
 			return d.DialContext(ctx, "unix", socket)
 		},
 	}}
+}
+
+// keyOf returns a daemon's identity key, read from its home.
+func keyOf(t testing.TB, d *Daemon) crypto.PrivKey {
+	t.Helper()
+	k, err := mesh.LoadOrCreateIdentity(filepath.Join(d.cfg.Home, "identity.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
 }

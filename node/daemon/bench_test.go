@@ -1,4 +1,4 @@
-package node
+package daemon
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weftmesh/weft/node"
 	"github.com/weftmesh/weft/protocol"
 	"github.com/weftmesh/weft/protocol/api"
 	"github.com/weftmesh/weft/store"
@@ -66,7 +67,7 @@ func BenchmarkAPIRead10At100k(b *testing.B) {
 	const total = 100_000
 	n, c := startNode(b, nil)
 	ctx := context.Background()
-	sp, _, err := n.Join("big", nil)
+	sp, _, err := n.node.Join("big", nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -87,23 +88,24 @@ func BenchmarkAPIRead10At100k(b *testing.B) {
 
 // fill stores total signed messages in a space straight into the store
 // (the API path is measured elsewhere) and returns their cursors.
-func fill(b *testing.B, n *Node, space protocol.ID, total int) []store.Cursor {
+func fill(b *testing.B, n *Daemon, space protocol.ID, total int) []store.Cursor {
 	b.Helper()
 	start := time.Now()
 	cursors := make([]store.Cursor, total)
 	var wg sync.WaitGroup
 	var fail sync.Once
 	workers := 32
+	key := keyOf(b, n)
 	for w := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := w; i < total; i += workers {
-				m, err := protocol.Sign(n.key, protocol.Draft{Space: space, CreatedAt: time.Now(), Type: "text",
+				m, err := protocol.Sign(key, protocol.Draft{Space: space, CreatedAt: time.Now(), Type: "text",
 					Content: json.RawMessage(fmt.Sprintf(`{"text":"message %d"}`, i))}, n.cfg.Limits)
 				if err == nil {
-					var e store.Entry
-					e, _, err = n.store.Put(context.Background(), storeMessage(m))
+					var e node.Message
+					e, _, err = n.node.Accept(context.Background(), m)
 					cursors[i] = e.Cursor
 				}
 				if err != nil {
@@ -127,7 +129,7 @@ func BenchmarkCatchUp(b *testing.B) {
 	for _, n := range []int{10_000, 100_000} {
 		b.Run(fmt.Sprintf("%dk", n/1000), func(b *testing.B) {
 			a, _ := startNode(b, nil)
-			sp, _, err := a.Join("catchup", nil)
+			sp, _, err := a.node.Join("catchup", nil)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -148,10 +150,10 @@ func BenchmarkCatchUp(b *testing.B) {
 				b.StopTimer()
 				// Session stats are recorded when the session ends, just
 				// after the last message is stored.
-				for c.mesh.SyncStats().Received < n && time.Now().Before(deadline) {
+				for c.node.Mesh().SyncStats().Received < n && time.Now().Before(deadline) {
 					time.Sleep(5 * time.Millisecond)
 				}
-				st := c.mesh.SyncStats()
+				st := c.node.Mesh().SyncStats()
 				bytesIn += st.BytesReceived
 				bytesOut += st.BytesSent
 				stop()

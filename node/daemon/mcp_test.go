@@ -1,4 +1,4 @@
-package node
+package daemon
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/weftmesh/weft/node"
 	"github.com/weftmesh/weft/node/client"
 	weftmcp "github.com/weftmesh/weft/node/mcp"
 	"github.com/weftmesh/weft/node/mcp/mcptest"
@@ -25,7 +26,7 @@ import (
 
 // mcpSession connects the go-sdk MCP client to a daemon's MCP endpoint on
 // its Unix socket.
-func mcpSession(t testing.TB, n *Node) *mcp.ClientSession {
+func mcpSession(t testing.TB, n *Daemon) *mcp.ClientSession {
 	t.Helper()
 	sock := n.cfg.SocketPath()
 	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
@@ -314,7 +315,7 @@ func TestMCPBadArguments(t *testing.T) {
 // running answer a tool error saying how to start it.
 func TestMCPDaemonDown(t *testing.T) {
 	home := tempHome(t)
-	srv := weftmcp.NewServer(&client.Client{Home: home}, Version, nil)
+	srv := weftmcp.NewServer(&client.Client{Home: home}, node.Version, nil)
 	ct, st := mcp.NewInMemoryTransports()
 	ss, err := srv.Connect(t.Context(), st, nil)
 	if err != nil {

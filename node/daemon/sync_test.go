@@ -1,4 +1,4 @@
-package node
+package daemon
 
 import (
 	"context"
@@ -13,20 +13,20 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 
+	"github.com/weftmesh/weft/node"
 	"github.com/weftmesh/weft/protocol"
-	"github.com/weftmesh/weft/protocol/api"
 )
 
 // sendMany sends n messages from node into space from workers goroutines.
-func sendMany(t testing.TB, nd *Node, space protocol.ID, n, workers int, tag string) {
+func sendMany(t testing.TB, nd *Daemon, space protocol.ID, n, workers int, tag string) {
 	t.Helper()
 	var wg sync.WaitGroup
 	errs := make(chan error, workers)
 	for w := range workers {
 		wg.Go(func() {
 			for i := w; i < n; i += workers {
-				req := api.SendRequest{Content: fmt.Appendf(nil, `{"text":"%s %d"}`, tag, i)}
-				if _, _, err := nd.Send(context.Background(), space, req); err != nil {
+				p := node.Post{Content: fmt.Appendf(nil, `{"text":"%s %d"}`, tag, i)}
+				if _, err := nd.node.Send(context.Background(), space, p); err != nil {
 					errs <- err
 					return
 				}
@@ -41,9 +41,9 @@ func sendMany(t testing.TB, nd *Node, space protocol.ID, n, workers int, tag str
 }
 
 // spaceIDs returns the IDs a node holds in space, sorted (for set equality).
-func spaceIDs(t testing.TB, nd *Node, space protocol.ID) []protocol.ID {
+func spaceIDs(t testing.TB, nd *Daemon, space protocol.ID) []protocol.ID {
 	t.Helper()
-	keys, err := nd.store.Keys(space, protocol.MinSyncKey, protocol.MaxSyncKey, 1<<30)
+	keys, err := nd.node.Store().Keys(space, protocol.MinSyncKey, protocol.MaxSyncKey, 1<<30)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,16 +55,16 @@ func spaceIDs(t testing.TB, nd *Node, space protocol.ID) []protocol.ID {
 	return ids
 }
 
-func count(t testing.TB, nd *Node, space protocol.ID) int {
+func count(t testing.TB, nd *Daemon, space protocol.ID) int {
 	t.Helper()
-	n, err := nd.store.Count(space)
+	n, err := nd.node.Store().Count(space)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return n
 }
 
-func bootstrapTo(n *Node) func(*Config) {
+func bootstrapTo(n *Daemon) func(*Config) {
 	return func(c *Config) { c.Bootstrap = []string{n.Addrs()[0].String()} }
 }
 
@@ -75,11 +75,11 @@ func TestLateJoinGetsHistory(t *testing.T) {
 	const total = 10_000
 	a, _ := startNode(t, nil)
 	b, _ := startNode(t, bootstrapTo(a))
-	sp, _, err := a.Join("history", nil)
+	sp, _, err := a.node.Join("history", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := b.Join("history", nil); err != nil {
+	if _, _, err := b.node.Join("history", nil); err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
@@ -106,7 +106,7 @@ func TestLateJoinGetsHistory(t *testing.T) {
 	if len(read) != total {
 		t.Fatalf("read on C lists %d messages, want %d", len(read), total)
 	}
-	st := c.mesh.SyncStats()
+	st := c.node.Mesh().SyncStats()
 	t.Logf("C caught up on %d messages in %v (daemon start and join included): sync received %d messages, %d bytes in, %d bytes out, %d sessions",
 		total, took.Round(time.Millisecond), st.Received, st.BytesReceived, st.BytesSent, st.Sessions)
 }
@@ -159,11 +159,11 @@ func (n *nodeGater) InterceptUpgraded(network.Conn) (bool, control.DisconnectRea
 func TestPartitionHeal(t *testing.T) {
 	const perSide = 1000
 	g := &partition{side: make(map[peer.ID]int)}
-	var nodes []*Node
+	var nodes []*Daemon
 	for i := range 6 {
 		ng := &nodeGater{g: g}
 		mutate := func(c *Config) {
-			c.gater = ng
+			c.Gater = ng
 			if i > 0 {
 				c.Bootstrap = []string{nodes[0].Addrs()[0].String()}
 			}
@@ -179,7 +179,7 @@ func TestPartitionHeal(t *testing.T) {
 	}
 	var space protocol.ID
 	for _, n := range nodes {
-		sp, _, err := n.Join("partition", nil)
+		sp, _, err := n.node.Join("partition", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -202,7 +202,7 @@ func TestPartitionHeal(t *testing.T) {
 	for i, n := range nodes {
 		for j, o := range nodes {
 			if i/3 != j/3 {
-				_ = n.mesh.Host().Network().ClosePeer(o.ID())
+				_ = n.node.Mesh().Host().Network().ClosePeer(o.ID())
 			}
 		}
 	}
@@ -225,7 +225,7 @@ func TestPartitionHeal(t *testing.T) {
 	})
 	for i, n := range nodes {
 		for j, o := range nodes {
-			if i/3 != j/3 && n.mesh.Host().Network().Connectedness(o.ID()) == network.Connected {
+			if i/3 != j/3 && n.node.Mesh().Host().Network().Connectedness(o.ID()) == network.Connected {
 				t.Fatalf("nodes %d and %d still connected across the partition", i, j)
 			}
 		}
@@ -236,7 +236,7 @@ func TestPartitionHeal(t *testing.T) {
 	g.split = false
 	g.mu.Unlock()
 	healed := time.Now()
-	if _, err := nodes[3].mesh.Connect(context.Background(), nodes[0].Addrs()[0]); err != nil {
+	if _, err := nodes[3].node.Mesh().Connect(context.Background(), nodes[0].Addrs()[0]); err != nil {
 		t.Fatal(err)
 	}
 	want := 10 + 2*perSide
@@ -250,12 +250,12 @@ func TestPartitionHeal(t *testing.T) {
 	})
 	took := time.Since(healed)
 	ref := spaceIDs(t, nodes[0], space)
-	refHeads, _ := nodes[0].store.Heads(space)
+	refHeads, _ := nodes[0].node.Store().Heads(space)
 	for i, n := range nodes {
 		if !slices.Equal(spaceIDs(t, n, space), ref) {
 			t.Errorf("node %d holds a different set", i)
 		}
-		heads, err := n.store.Heads(space)
+		heads, err := n.node.Store().Heads(space)
 		if err != nil || !slices.Equal(heads, refHeads) {
 			t.Errorf("node %d heads %v, node 0 heads %v (%v)", i, heads, refHeads, err)
 		}
@@ -265,7 +265,7 @@ func TestPartitionHeal(t *testing.T) {
 		bytes          int64
 	}
 	for _, n := range nodes {
-		s := n.mesh.SyncStats()
+		s := n.node.Mesh().SyncStats()
 		st.sessions += s.Sessions
 		st.msgs += s.Received
 		st.bytes += s.BytesSent
@@ -281,34 +281,36 @@ func TestGapRepair(t *testing.T) {
 	noTimer := func(c *Config) { c.SyncInterval = -1 }
 	a, _ := startNode(t, noTimer)
 	b, _ := startNode(t, func(c *Config) { noTimer(c); bootstrapTo(a)(c) })
-	sp, _, err := a.Join("gaps", nil)
+	sp, _, err := a.node.Join("gaps", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := b.Join("gaps", nil); err != nil {
+	if _, _, err := b.node.Join("gaps", nil); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 30*time.Second, "a and b to be topic peers", func() bool {
-		return len(a.mesh.SpacePeers(sp.ID)) == 1 && len(b.mesh.SpacePeers(sp.ID)) == 1
+		return len(a.node.Mesh().SpacePeers(sp.ID)) == 1 && len(b.node.Mesh().SpacePeers(sp.ID)) == 1
 	})
 	// On a join both members start a session: the one with the lower peer
 	// ID at once, the other a little later.
 	eventually(t, 30*time.Second, "the join-time syncs to finish", func() bool {
-		return a.mesh.SyncStats().Initiated > 0 && b.mesh.SyncStats().Initiated > 0 && a.mesh.SyncIdle() && b.mesh.SyncIdle()
+		return a.node.Mesh().SyncStats().Initiated > 0 && b.node.Mesh().SyncStats().Initiated > 0 && a.node.Mesh().SyncIdle() && b.node.Mesh().SyncIdle()
 	})
 
-	d, err := a.draft(sp.ID, api.SendRequest{Content: []byte(`{"text":"lost in gossip"}`)})
+	// A message a stored but never published: gossip lost it.
+	heads, err := a.node.Store().Heads(sp.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	lost, err := protocol.Sign(a.key, d, a.cfg.Limits)
+	lost, err := protocol.Sign(keyOf(t, a), protocol.Draft{Space: sp.ID, CreatedAt: time.Now(), Prev: heads, Type: "text",
+		Content: []byte(`{"text":"lost in gossip"}`)}, a.cfg.Limits)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := a.store.Put(context.Background(), storeMessage(lost)); err != nil {
+	if _, _, err := a.node.Accept(context.Background(), lost); err != nil {
 		t.Fatal(err)
 	}
-	next, _, err := a.Send(context.Background(), sp.ID, api.SendRequest{Content: []byte(`{"text":"names it in prev"}`)})
+	next, err := a.node.Send(context.Background(), sp.ID, node.Post{Content: []byte(`{"text":"names it in prev"}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -316,7 +318,7 @@ func TestGapRepair(t *testing.T) {
 		t.Fatalf("next message's prev %v does not name the lost one", next.Prev)
 	}
 	eventually(t, 30*time.Second, "b to fetch the lost message", func() bool {
-		has, err := b.store.Has(lost.ID)
+		has, err := b.node.Store().Has(lost.ID)
 		return err == nil && has
 	})
 }

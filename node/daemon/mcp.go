@@ -1,4 +1,4 @@
-package node
+package daemon
 
 import (
 	"context"
@@ -9,12 +9,14 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/weftmesh/weft/internal/atomicfile"
+	"github.com/weftmesh/weft/node"
 	"github.com/weftmesh/weft/node/client"
+	"github.com/weftmesh/weft/node/localapi"
 	weftmcp "github.com/weftmesh/weft/node/mcp"
 	"github.com/weftmesh/weft/protocol/api"
 )
@@ -28,10 +30,10 @@ const minMCPToken = 16
 
 // mcpHandler is the daemon's MCP server over streamable HTTP. Its tools
 // act through the daemon's own API socket, exactly as `weft mcp` does.
-func (n *Node) mcpHandler() http.Handler {
-	c := &client.Client{Socket: n.cfg.SocketPath()}
-	log := n.log.With("part", "mcp")
-	return weftmcp.Handler(weftmcp.NewServer(c, Version, log), log)
+func (d *Daemon) mcpHandler() http.Handler {
+	c := &client.Client{Socket: d.cfg.SocketPath()}
+	log := d.log.With("part", "mcp")
+	return weftmcp.Handler(weftmcp.NewServer(c, node.Version, log), log)
 }
 
 // checkLoopback reports whether addr (host:port) names a loopback host.
@@ -52,8 +54,8 @@ func checkLoopback(addr string) error {
 // listenMCP serves MCP on the loopback TCP address of the config, behind a
 // bearer token (the configured one, or a new random one written to
 // <home>/mcp.token).
-func (n *Node) listenMCP(ctx context.Context) error {
-	ln, err := net.Listen("tcp", n.cfg.MCPListen)
+func (d *Daemon) listenMCP(ctx context.Context) error {
+	ln, err := net.Listen("tcp", d.cfg.MCPListen)
 	if err != nil {
 		return fmt.Errorf("mcp listen: %w", err)
 	}
@@ -61,7 +63,7 @@ func (n *Node) listenMCP(ctx context.Context) error {
 		ln.Close()
 		return fmt.Errorf("mcp listen: %s is not a loopback address", ln.Addr())
 	}
-	token := strings.TrimSpace(n.cfg.MCPToken)
+	token := strings.TrimSpace(d.cfg.MCPToken)
 	if token == "" {
 		b := make([]byte, 32)
 		if _, err := rand.Read(b); err != nil {
@@ -70,53 +72,33 @@ func (n *Node) listenMCP(ctx context.Context) error {
 		}
 		token = hex.EncodeToString(b)
 	}
-	path := filepath.Join(n.cfg.Home, MCPTokenFile)
-	if err := writeFileAtomic(path, []byte(token+"\n")); err != nil {
+	path := filepath.Join(d.cfg.Home, MCPTokenFile)
+	if err := atomicfile.Write(path, []byte(token+"\n")); err != nil {
 		ln.Close()
 		return fmt.Errorf("mcp token: %w", err)
 	}
-	n.mcpLn = ln
-	n.mcpSrv = &http.Server{
-		Handler:           requireToken(token, refuseBrowsers(n.mcpHandler())),
+	d.mcpLn = ln
+	d.mcpSrv = &http.Server{
+		Handler:           requireToken(token, localapi.RefuseBrowsers(d.mcpHandler())),
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 	}
-	n.wg.Go(func() {
-		if err := n.mcpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			n.log.Error("mcp endpoint stopped", "err", err)
+	d.wg.Go(func() {
+		if err := d.mcpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			d.log.Error("mcp endpoint stopped", "err", err)
 		}
 	})
-	n.log.Info("mcp endpoint", "url", "http://"+ln.Addr().String()+weftmcp.Path, "token_file", path)
+	d.log.Info("mcp endpoint", "url", "http://"+ln.Addr().String()+weftmcp.Path, "token_file", path)
 	return nil
 }
 
 // MCPAddr returns the loopback address MCP is served on, or "" if none.
-func (n *Node) MCPAddr() string {
-	if n.mcpLn == nil {
+func (d *Daemon) MCPAddr() string {
+	if d.mcpLn == nil {
 		return ""
 	}
-	return n.mcpLn.Addr().String()
-}
-
-// writeFileAtomic writes b to path with mode 0600, replacing it atomically.
-// The temporary file is created anew (never through a planted symlink).
-func writeFileAtomic(path string, b []byte) error {
-	tmp := path + ".new"
-	_ = os.Remove(tmp)
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(b)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return os.Rename(tmp, path)
+	return d.mcpLn.Addr().String()
 }
 
 // requireToken lets through only requests carrying "Authorization: Bearer
@@ -127,7 +109,7 @@ func requireToken(token string, h http.Handler) http.Handler {
 		scheme, got, _ := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
 		if !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), want) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="weft"`)
-			writeError(w, http.StatusUnauthorized, api.CodeUnauthorized,
+			localapi.WriteError(w, api.CodeUnauthorized,
 				"missing or wrong bearer token: send Authorization: Bearer <the token in "+MCPTokenFile+" in the daemon's home>")
 			return
 		}

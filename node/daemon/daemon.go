@@ -1,0 +1,163 @@
+// Package daemon runs a weft daemon: a node.Node, its local API
+// (node/localapi) on the Unix socket, and MCP on the socket and, when
+// configured, on a loopback TCP port.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/weftmesh/weft/node"
+	"github.com/weftmesh/weft/node/client"
+	"github.com/weftmesh/weft/node/localapi"
+	weftmcp "github.com/weftmesh/weft/node/mcp"
+)
+
+// Config configures a daemon: its node, and what the daemon serves.
+type Config struct {
+	node.Config
+
+	// MCPListen, when set, also serves MCP (streamable HTTP at /mcp) on
+	// this loopback TCP address (host:port; port 0 picks one), behind a
+	// bearer token. The Unix socket always serves MCP at /mcp.
+	MCPListen string
+	// MCPToken is that endpoint's bearer token; empty: a random one. Either
+	// way it is written to <home>/mcp.token (mode 0600) at start.
+	MCPToken string
+}
+
+// Default returns the configuration of `weft daemon` without flags.
+func Default() Config { return Config{Config: node.Default()} }
+
+// Validate reports whether c is usable.
+func (c Config) Validate() error {
+	if err := c.Config.Validate(); err != nil {
+		return err
+	}
+	if c.MCPListen != "" {
+		if err := checkLoopback(c.MCPListen); err != nil {
+			return fmt.Errorf("config: %w", err)
+		}
+	}
+	if t := strings.TrimSpace(c.MCPToken); t != "" && len(t) < minMCPToken {
+		return fmt.Errorf("config: the MCP token is %d characters; use at least %d", len(t), minMCPToken)
+	}
+	return nil
+}
+
+// SocketPath returns the socket the daemon serves its API on.
+func (c Config) SocketPath() string { return filepath.Join(c.Home, client.SocketName) }
+
+// Daemon is a running daemon.
+type Daemon struct {
+	cfg  Config
+	log  *slog.Logger
+	node *node.Node
+	api  *http.Server
+	ln   net.Listener
+
+	mcpSrv *http.Server // MCP on loopback TCP, when configured
+	mcpLn  net.Listener
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	once   sync.Once
+}
+
+// New starts a daemon: it starts the node, then binds the API socket
+// (which appears only now, when the daemon is ready). Serve the API with
+// Serve.
+func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	d := &Daemon{cfg: cfg, log: cfg.Logger}
+	if d.log == nil {
+		d.log = slog.New(slog.DiscardHandler)
+	}
+	d.node, err = node.New(ctx, cfg.Config)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			d.Close()
+		}
+	}()
+	var bg context.Context
+	bg, d.cancel = context.WithCancel(context.Background())
+	d.api = &http.Server{
+		Handler:           localapi.New(localapi.FromNode(d.node), weftmcp.Path, d.mcpHandler()),
+		BaseContext:       func(net.Listener) context.Context { return bg }, // Close ends streams
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelDebug),
+	}
+	if cfg.MCPListen != "" {
+		if err := d.listenMCP(bg); err != nil {
+			return nil, err
+		}
+	}
+	d.ln, err = listenSocket(cfg.SocketPath())
+	if err != nil {
+		return nil, err
+	}
+	d.log.Info("weft daemon ready", "id", d.node.ID(), "socket", cfg.SocketPath(), "addrs", d.node.Addrs())
+	return d, nil
+}
+
+// Node returns the daemon's backend.
+func (d *Daemon) Node() *node.Node { return d.node }
+
+// Serve serves the local API until Close; it returns nil after Close.
+func (d *Daemon) Serve() error {
+	err := d.api.Serve(d.ln)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// Close stops serving and closes the node. It waits for in-flight API
+// requests for up to five seconds.
+func (d *Daemon) Close() error {
+	var err error
+	d.once.Do(func() {
+		if d.cancel != nil {
+			d.cancel() // ends event streams
+		}
+		for _, srv := range []*http.Server{d.api, d.mcpSrv} {
+			if srv == nil {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			if serr := srv.Shutdown(ctx); serr != nil {
+				srv.Close()
+			}
+			cancel()
+		}
+		if d.ln != nil {
+			d.ln.Close()
+		}
+		d.wg.Wait()
+		err = d.node.Close()
+	})
+	return err
+}
+
+// ID returns the node's peer ID.
+func (d *Daemon) ID() peer.ID { return d.node.ID() }
+
+// Addrs returns the node's full libp2p addresses.
+func (d *Daemon) Addrs() []ma.Multiaddr { return d.node.Addrs() }

@@ -1,0 +1,97 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/weftmesh/weft/protocol"
+	"github.com/weftmesh/weft/store"
+)
+
+// Every message this node stores, whether sent here, gossiped, fetched by
+// sync or received directly, goes through ingest: validated once on its
+// way in (by the API's Sign, the gossip validator, the sync session or
+// the direct protocol), then stored with the exact wire bytes it arrived
+// in, never encoded again.
+
+// spaceSink is the node as the mesh's Sink: messages of joined spaces from
+// gossip and sync.
+type spaceSink struct{ n *Node }
+
+func (s spaceSink) Deliver(ctx context.Context, m *protocol.Message) error {
+	_, _, err := s.n.ingest(ctx, m, "mesh")
+	return err
+}
+
+// inboxSink is the node as the direct protocol's Inbox: direct messages
+// addressed to this node.
+type inboxSink struct{ n *Node }
+
+func (s inboxSink) Receive(ctx context.Context, m *protocol.Message) error {
+	_, _, err := s.n.ingest(ctx, m, "direct")
+	return err
+}
+
+// ingest stores a valid message durably and reports whether it was new.
+func (n *Node) ingest(ctx context.Context, m *protocol.Message, via string) (store.Entry, bool, error) {
+	e, added, err := n.store.Put(ctx, storeMessage(m))
+	if err != nil {
+		if via != "api" {
+			n.log.Warn("store message", "via", via, "id", m.ID, "err", err)
+		}
+		return e, false, fmt.Errorf("store: %w", err)
+	}
+	if added && via != "api" {
+		n.log.Debug("message stored", "via", via, "id", m.ID, "space", m.Space, "from", m.From, "type", m.Type)
+	}
+	return e, added, nil
+}
+
+func storeMessage(m *protocol.Message) store.Message {
+	sm := store.Message{
+		ID:      m.ID,
+		Space:   m.Space,
+		Prev:    m.Prev,
+		ReplyTo: m.Refs.Messages,
+		Time:    m.CreatedAt,
+		Raw:     m.Encode(), // the bytes it was signed or received as
+	}
+	if exp, ok := m.Expiry(); ok {
+		sm.Expires = exp.UnixMilli()
+	}
+	return sm
+}
+
+// Message is a stored message with its position in this node's order of
+// its space.
+type Message struct {
+	*protocol.Message
+	Cursor store.Cursor
+}
+
+// decodeStored reads back a stored entry. It was validated when it was
+// accepted, under the limits configured then, so it is read under the
+// widest limits: raising or lowering them never makes history unreadable.
+func decodeStored(e store.Entry) (Message, error) {
+	m, err := protocol.Decode(e.Raw, protocol.StoredLimits())
+	if err != nil {
+		return Message{}, fmt.Errorf("stored message %s: %w", e.ID, err)
+	}
+	return Message{Message: m, Cursor: e.Cursor}, nil
+}
+
+// Accept stores a message signed elsewhere (an import, a bridge, a test)
+// after checking it as a message from the network is checked. Unlike Send
+// it does not publish it: peers get it by sync. It reports whether the
+// message was new.
+func (n *Node) Accept(ctx context.Context, m *protocol.Message) (Message, bool, error) {
+	if err := m.Verify(time.Now(), n.cfg.Limits); err != nil {
+		return Message{}, false, err
+	}
+	e, added, err := n.ingest(ctx, m, "accept")
+	if err != nil {
+		return Message{}, false, err
+	}
+	return Message{Message: m, Cursor: e.Cursor}, added, nil
+}

@@ -1,0 +1,248 @@
+package localapi
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/weftmesh/weft/node"
+	"github.com/weftmesh/weft/protocol"
+	"github.com/weftmesh/weft/protocol/api"
+)
+
+// register serves POST /v1/handlers: the connection becomes a handler for
+// the names in the body, and the answer streams the calls it is given
+// (NDJSON HandlerEvents) until it disconnects.
+func (a *API) register(w http.ResponseWriter, r *http.Request) {
+	var req api.HandlerRequest
+	if !decodeBody(w, r, maxSmallBody, &req) {
+		return
+	}
+	h, err := a.b.RegisterHandler(node.HandlerSpec{Names: req.Names, Capabilities: capabilities(req.Capabilities), Concurrency: req.Concurrency})
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	defer h.Close()
+	s := startStream(w, ndjson)
+	if !s.json(api.HandlerEvent{Type: "ready"}) || !s.flush() {
+		return
+	}
+	tick := time.NewTicker(keepAlive)
+	defer tick.Stop()
+	calls := h.Calls()
+	for {
+		select {
+		case c := <-calls:
+			if !s.json(api.HandlerEvent{Type: "call", Call: apiIncoming(c)}) {
+				return
+			}
+			for len(calls) > 0 { // batch what is queued into one flush
+				if !s.json(api.HandlerEvent{Type: "call", Call: apiIncoming(<-calls)}) {
+					return
+				}
+			}
+			if !s.flush() {
+				return
+			}
+		case <-h.Cancelled():
+			for _, id := range h.TakeCancels() {
+				if !s.json(api.HandlerEvent{Type: "cancel", ID: id}) {
+					return
+				}
+			}
+			if !s.flush() {
+				return
+			}
+		case <-tick.C:
+			if !s.json(api.HandlerEvent{Type: "ping"}) || !s.flush() {
+				return
+			}
+		case <-r.Context().Done():
+			return
+		}
+	}
+}
+
+// reply serves POST /v1/calls/{id}/reply: the call's answer.
+func (a *API) reply(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if _, err := a.b.CallIsStream(id); err != nil {
+		writeErr(w, err)
+		return
+	}
+	var rep api.Reply
+	if !decodeBody(w, r, a.maxBody, &rep) {
+		a.b.FailCall(id, "the handler's reply could not be read")
+		return
+	}
+	if rep.Kind == "" {
+		rep.Kind = protocol.FrameFinal
+		if rep.Error != nil {
+			rep.Kind = protocol.FrameError
+		}
+	}
+	if rep.Kind != protocol.FrameFinal && rep.Kind != protocol.FrameError {
+		a.b.FailCall(id, fmt.Sprintf("the handler sent a reply of kind %q", rep.Kind))
+		writeError(w, api.CodeBadRequest, "a reply is final or error; stream deltas with POST /v1/calls/{id}/frames")
+		return
+	}
+	a.answerWrite(w, 1, a.b.Finish(id, nodeReply(rep)))
+}
+
+// nodeReply reads a final or error frame of a handler.
+func nodeReply(rep api.Reply) node.Reply {
+	out := node.Reply{Output: rep.Output, Meta: rep.Meta}
+	if rep.Error != nil || rep.Kind == protocol.FrameError {
+		out.Error = protocol.Errorf(protocol.CodeHandlerFailed, "the handler failed")
+		if rep.Error != nil {
+			if rep.Error.Code != "" {
+				out.Error.Code = rep.Error.Code
+			}
+			out.Error.Message = rep.Error.Message
+		}
+	}
+	return out
+}
+
+// frames serves POST /v1/calls/{id}/frames: a stream call's answer as
+// NDJSON Reply lines (delta…, then final or error), forwarded as they are
+// read, under the caller's flow control.
+func (a *API) frames(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	stream, err := a.b.CallIsStream(id)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	if !stream {
+		writeError(w, api.CodeBadRequest, "not a stream call: answer with POST /v1/calls/{id}/reply")
+		return
+	}
+	br := bufio.NewReaderSize(r.Body, 64<<10)
+	limit := int(a.maxBody)
+	fail := func(why, answer string) {
+		a.b.FailCall(id, why)
+		writeError(w, api.CodeBadRequest, answer)
+	}
+	for frames := 0; ; frames++ {
+		line, err := readLine(br, limit)
+		if err == io.EOF {
+			fail("the handler's frames ended without a final frame", "frames ended without a final or error frame; the call failed")
+			return
+		}
+		if err != nil {
+			fail(fmt.Sprintf("the handler's frames broke off: %v", err), err.Error())
+			return
+		}
+		var rep api.Reply
+		if err := json.Unmarshal(line, &rep); err != nil {
+			fail("the handler sent a malformed frame", fmt.Sprintf("frame %d: malformed JSON: %v", frames, err))
+			return
+		}
+		switch rep.Kind {
+		case protocol.FrameDelta:
+			// About to wait for the handler: send what we have.
+			if err := a.b.Delta(id, rep.Output, br.Buffered() == 0); err != nil {
+				a.answerWrite(w, frames+1, err)
+				return
+			}
+		case protocol.FrameFinal, protocol.FrameError:
+			a.answerWrite(w, frames+1, a.b.Finish(id, nodeReply(rep)))
+			return
+		default:
+			fail("the handler sent a frame of unknown kind", fmt.Sprintf("frame %d: kind %q: want delta, final or error", frames, rep.Kind))
+			return
+		}
+	}
+}
+
+// readLine reads one non-empty line of at most limit bytes.
+func readLine(br *bufio.Reader, limit int) ([]byte, error) {
+	for {
+		var line []byte
+		for {
+			chunk, err := br.ReadSlice('\n')
+			line = append(line, chunk...)
+			if len(line) > limit {
+				return nil, fmt.Errorf("frame over %d bytes", limit)
+			}
+			if err == bufio.ErrBufferFull {
+				continue
+			}
+			if err != nil && (err != io.EOF || len(line) == 0) {
+				return nil, err
+			}
+			break
+		}
+		if len(bytes.TrimSpace(line)) > 0 {
+			return line, nil
+		}
+	}
+}
+
+// answerWrite answers a handler's reply request.
+func (a *API) answerWrite(w http.ResponseWriter, frames int, err error) {
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]int{"frames": frames})
+}
+
+// invoke serves POST /v1/invoke: a call to a peer's handler, unary (one
+// JSON answer) or streamed (NDJSON frames).
+func (a *API) invoke(w http.ResponseWriter, r *http.Request) {
+	var req api.InvokeRequest
+	if !decodeBody(w, r, a.maxBody, &req) {
+		return
+	}
+	to, err := parsePeer("peer", req.Peer)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	inv := node.Invocation{Peer: to, Name: req.Name, Input: req.Input, Meta: req.Meta, Parent: req.Parent}
+	if req.Timeout != "" {
+		d, err := time.ParseDuration(req.Timeout)
+		if err != nil || d <= 0 {
+			writeError(w, api.CodeBadRequest, fmt.Sprintf("timeout %q is not a positive duration such as \"30s\"", req.Timeout))
+			return
+		}
+		inv.Timeout = d
+	}
+	if !req.Stream {
+		res, err := a.b.Invoke(r.Context(), inv)
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, api.InvokeResult{Output: res.Output, Meta: res.Meta})
+		return
+	}
+	cs, err := a.b.StreamInvoke(r.Context(), inv)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	defer cs.Close()
+	s := startStream(w, ndjson)
+	for {
+		f, err := cs.Next()
+		if err != nil { // io.EOF: the answer ended
+			s.flush()
+			return
+		}
+		out := api.Frame{Seq: f.Seq, Kind: f.Kind, Data: f.Data, Meta: f.Meta, Error: apiErrorBody(f.Error)}
+		if !s.json(out) {
+			return // the client left: Close cancels the call
+		}
+		if !cs.Buffered() && !s.flush() {
+			return
+		}
+	}
+}

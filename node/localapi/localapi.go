@@ -1,0 +1,263 @@
+// Package localapi is the daemon's local API: JSON over HTTP under /v1,
+// served on the Unix socket by node/daemon. It turns requests into calls
+// of the backend (node.Node, or any Backend) and the backend's typed
+// errors into answers, through one table from code to status (statusOf).
+// It holds no state of its own; it can be tested against a fake backend
+// with no libp2p or Badger.
+package localapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/weftmesh/weft/mesh"
+	"github.com/weftmesh/weft/mesh/agent"
+	"github.com/weftmesh/weft/node"
+	"github.com/weftmesh/weft/protocol"
+	"github.com/weftmesh/weft/protocol/api"
+	"github.com/weftmesh/weft/store"
+)
+
+// Bounds of the local API.
+const (
+	defaultPageSize = 100
+	maxPageSize     = 1000
+	maxSmallBody    = 64 << 10 // bodies other than a message
+)
+
+// Backend is what the API serves: *node.Node's methods (through
+// FromNode), or a fake in tests. Errors are *node.Error,
+// *protocol.CallError, protocol's validation errors, or failures of the
+// node itself.
+type Backend interface {
+	Config() node.Config
+	Info() node.Info
+	Peers() []mesh.PeerInfo
+	Connect(ctx context.Context, addr ma.Multiaddr) (peer.ID, error)
+
+	Spaces() ([]node.Space, error)
+	Space(ref string) (node.Space, error)
+	Join(name string, keep *store.Retention) (node.Space, bool, error)
+	Leave(ref string) error
+	Send(ctx context.Context, space protocol.ID, p node.Post) (node.Message, error)
+	Read(space protocol.ID, after store.Cursor, limit int) ([]node.Message, store.Cursor, error)
+	End(space protocol.ID) (store.Cursor, error)
+	Changed(space protocol.ID) <-chan struct{}
+	Get(id protocol.ID) (node.Message, error)
+	Thread(id protocol.ID, up bool, depth int) (node.Thread, error)
+
+	Inbox() protocol.ID
+	DM(ctx context.Context, dm node.DM) (node.Sent, error)
+	DMIACP(ctx context.Context, envelope []byte) (node.Sent, error)
+	ExportIACP(id protocol.ID) ([]byte, error)
+	Outbox(to string, limit int) ([]store.Outgoing, error)
+	DeadLetters(after store.Cursor, limit int) ([]store.DeadLetter, store.Cursor, error)
+	DeleteDeadLetter(id protocol.ID) error
+
+	RegisterHandler(spec node.HandlerSpec) (Handler, error)
+	CallIsStream(id string) (bool, error)
+	Delta(id string, data json.RawMessage, flush bool) error
+	Finish(id string, r node.Reply) error
+	FailCall(id, msg string)
+	Invoke(ctx context.Context, inv node.Invocation) (node.Result, error)
+	StreamInvoke(ctx context.Context, inv node.Invocation) (CallStream, error)
+
+	Card() protocol.Card
+	SetCard(u node.CardUpdate) (protocol.Card, error)
+	PeerCard(ctx context.Context, p peer.ID) (protocol.Card, error)
+	PeerHealth(ctx context.Context, p peer.ID) (protocol.Health, time.Duration, error)
+	Discover(ctx context.Context, capability string, limit int) ([]agent.Provider, error)
+}
+
+// Handler is a registered handler (*node.Handler).
+type Handler interface {
+	Calls() <-chan node.IncomingCall
+	Cancelled() <-chan struct{}
+	TakeCancels() []string
+	Close()
+}
+
+// CallStream is the answer of a stream call (*node.CallStream).
+type CallStream interface {
+	Next() (protocol.CallFrame, error)
+	Buffered() bool
+	Close() error
+}
+
+// API serves the local API of one backend.
+type API struct {
+	b       Backend
+	mux     *http.ServeMux
+	maxBody int64 // a body carrying a message
+}
+
+// New returns the API of b; mcp, if not nil, is served at mcpPath.
+func New(b Backend, mcpPath string, mcp http.Handler) *API {
+	a := &API{b: b, mux: http.NewServeMux(), maxBody: int64(b.Config().Limits.MaxSize) + maxSmallBody}
+	routes := []struct {
+		pattern string
+		h       http.HandlerFunc
+	}{
+		{"GET /v1/node", a.node},
+		{"GET /v1/peers", a.peers},
+		{"POST /v1/peers", a.connect},
+		{"GET /v1/spaces", a.spaces},
+		{"POST /v1/spaces", a.join},
+		{"DELETE /v1/spaces/{space}", a.leave},
+		{"GET /v1/spaces/{space}", a.space},
+		{"POST /v1/spaces/{space}/messages", a.send},
+		{"GET /v1/spaces/{space}/messages", a.read},
+		{"GET /v1/spaces/{space}/events", a.events},
+		{"GET /v1/messages/{id}", a.message},
+		{"GET /v1/messages/{id}/thread", a.thread},
+		{"POST /v1/dm", a.dm},
+		{"POST /v1/dm/iacp", a.dmIACP},
+		{"GET /v1/messages/{id}/iacp", a.messageIACP},
+		{"GET /v1/inbox", a.inbox},
+		{"GET /v1/inbox/events", a.inboxEvents},
+		{"GET /v1/outbox", a.outbox},
+		{"GET /v1/deadletters", a.deadLetters},
+		{"DELETE /v1/deadletters/{id}", a.deleteDeadLetter},
+		{"POST /v1/handlers", a.register},
+		{"POST /v1/calls/{id}/reply", a.reply},
+		{"POST /v1/calls/{id}/frames", a.frames},
+		{"POST /v1/invoke", a.invoke},
+		{"GET /v1/card", a.card},
+		{"PUT /v1/card", a.setCard},
+		{"GET /v1/peers/{peer}/card", a.peerCard},
+		{"GET /v1/peers/{peer}/health", a.peerHealth},
+		{"GET /v1/discover", a.discover},
+	}
+	for _, r := range routes {
+		a.mux.HandleFunc(r.pattern, r.h)
+	}
+	if mcp != nil {
+		a.mux.Handle(mcpPath, mcp)
+	}
+	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if a.knownPath(r) {
+			writeError(w, api.CodeMethod, r.Method+" is not supported on "+r.URL.Path)
+			return
+		}
+		writeError(w, api.CodeNotFound, "no route "+r.Method+" "+r.URL.Path)
+	})
+	return a
+}
+
+// ServeHTTP serves the API. Requests a web page could make (a browser
+// sets Origin or Referer, a local agent does not) are refused.
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	RefuseBrowsers(a.mux).ServeHTTP(w, r)
+}
+
+// RefuseBrowsers turns away requests that carry Origin or Referer.
+func RefuseBrowsers(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Origin") != "" || r.Header.Get("Referer") != "" {
+			writeError(w, api.CodeForbidden, "requests from browsers (Origin or Referer set) are refused")
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// WriteError answers with an API error of code and msg, at the status the
+// API gives that code.
+func WriteError(w http.ResponseWriter, code, msg string) { writeError(w, code, msg) }
+
+// knownPath reports whether r's path has a route for another method. It
+// runs only in the catch-all route, so matched requests pay nothing for it.
+func (a *API) knownPath(r *http.Request) bool {
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete} {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, p := a.mux.Handler(probe); p != "" && p != "/" {
+			return true
+		}
+	}
+	return false
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false) // agents' JSON is shown as it was signed
+	_ = enc.Encode(v)
+}
+
+// decodeBody reads one JSON value of at most limit bytes into v, or
+// answers 400 or 413.
+func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
+	err := dec.Decode(v)
+	if err == nil {
+		if _, terr := dec.Token(); terr != io.EOF {
+			err = errors.New("data after the JSON value")
+		}
+	}
+	var tooBig *http.MaxBytesError
+	switch {
+	case err == nil:
+		return true
+	case errors.As(err, &tooBig):
+		writeError(w, api.CodeTooLarge, fmt.Sprintf("request body over %d bytes", limit))
+	case errors.Is(err, io.EOF):
+		writeError(w, api.CodeBadRequest, "empty request body: want a JSON object")
+	default:
+		writeError(w, api.CodeBadRequest, "malformed JSON: "+err.Error())
+	}
+	return false
+}
+
+// pathID reads the {id} path value as a message ID, or answers 400.
+func pathID(w http.ResponseWriter, r *http.Request) (protocol.ID, bool) {
+	id, err := protocol.ParseID(r.PathValue("id"))
+	if err != nil {
+		writeError(w, api.CodeBadID, err.Error())
+		return protocol.ID{}, false
+	}
+	return id, true
+}
+
+// pathPeer reads the {peer} path value, or answers 400.
+func pathPeer(w http.ResponseWriter, r *http.Request) (peer.ID, bool) {
+	p, err := peer.Decode(r.PathValue("peer"))
+	if err != nil {
+		writeError(w, api.CodeBadPeer, strconv.Quote(r.PathValue("peer"))+" is not a peer ID")
+		return "", false
+	}
+	return p, true
+}
+
+// parsePeer reads a peer ID from a body field.
+func parsePeer(field, s string) (peer.ID, error) {
+	p, err := peer.Decode(s)
+	if err != nil {
+		return "", &node.Error{Code: api.CodeBadPeer, Msg: fmt.Sprintf("%s: %q is not a peer ID", field, s)}
+	}
+	return p, nil
+}
+
+// pageLimit reads ?limit= (default defaultPageSize).
+func pageLimit(w http.ResponseWriter, r *http.Request) (int, bool) {
+	s := r.URL.Query().Get("limit")
+	if s == "" {
+		return defaultPageSize, true
+	}
+	limit, err := strconv.Atoi(s)
+	if err != nil || limit < 1 || limit > maxPageSize {
+		writeError(w, api.CodeBadRequest, "limit must be 1.."+strconv.Itoa(maxPageSize))
+		return 0, false
+	}
+	return limit, true
+}

@@ -1,0 +1,234 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/weftmesh/weft/protocol"
+	"github.com/weftmesh/weft/protocol/api"
+	"github.com/weftmesh/weft/store"
+)
+
+// MaxSpaceName bounds a space's name in bytes.
+const MaxSpaceName = 128
+
+// Space is a joined space as this node sees it.
+type Space struct {
+	store.Space
+	Messages int // messages held
+	Peers    int // peers seen in the space's gossip topic
+	// Keep is what the node keeps of the space: the space's own retention,
+	// else the node's default (zero: everything).
+	Keep store.Retention
+}
+
+// CheckSpaceName reports whether name can name a space.
+func CheckSpaceName(name string) error {
+	switch {
+	case name == "":
+		return errorf(api.CodeBadRequest, "space name is empty")
+	case len(name) > MaxSpaceName:
+		return errorf(api.CodeBadRequest, "space name is over %d bytes", MaxSpaceName)
+	case strings.ContainsAny(name, "/\\") || strings.IndexFunc(name, func(r rune) bool { return r < 0x20 || r == 0x7f }) >= 0:
+		return errorf(api.CodeBadRequest, "space name must not contain '/', '\\' or control characters")
+	}
+	return nil
+}
+
+func (n *Node) describe(sp store.Space) Space {
+	out := Space{Space: sp, Peers: len(n.mesh.SpacePeers(sp.ID)), Keep: sp.Retention}
+	if c, err := n.store.Count(sp.ID); err == nil {
+		out.Messages = c
+	}
+	if out.Keep == (store.Retention{}) {
+		out.Keep = n.cfg.Retention
+	}
+	return out
+}
+
+// Spaces returns the joined spaces.
+func (n *Node) Spaces() ([]Space, error) {
+	spaces, err := n.store.Spaces()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Space, 0, len(spaces))
+	for _, sp := range spaces {
+		out = append(out, n.describe(sp))
+	}
+	return out, nil
+}
+
+// Space resolves ref, a joined space's name or ID; an unknown one is an
+// *Error with api.CodeUnknownSpace.
+func (n *Node) Space(ref string) (Space, error) {
+	if id, err := protocol.ParseID(ref); err == nil {
+		if sp, err := n.store.Space(id); err == nil {
+			return n.describe(sp), nil
+		}
+	}
+	sp, err := n.store.Space(protocol.SpaceID(ref))
+	if err != nil {
+		return Space{}, notFound(err, api.CodeUnknownSpace, fmt.Sprintf("unknown space %q: join it first", ref))
+	}
+	return n.describe(sp), nil
+}
+
+// Join joins the open space called name; joining again changes nothing
+// but the retention, when keep is not nil (nil keeps the space's, or the
+// node's default for a new space). It reports whether the space is new.
+func (n *Node) Join(name string, keep *store.Retention) (Space, bool, error) {
+	if err := CheckSpaceName(name); err != nil {
+		return Space{}, false, err
+	}
+	if keep != nil && (keep.MaxCount < 0 || keep.MaxAge < 0) {
+		return Space{}, false, errorf(api.CodeBadRequest, "retention must not be negative")
+	}
+	sp, created, err := n.store.JoinSpace(store.Space{ID: protocol.SpaceID(name), Name: name, JoinedAt: time.Now().UTC()})
+	if err != nil {
+		return Space{}, false, err
+	}
+	if keep != nil && *keep != sp.Retention {
+		if sp, err = n.store.SetRetention(sp.ID, *keep); err != nil {
+			return Space{}, false, err
+		}
+	}
+	if err := n.mesh.JoinSpace(sp.ID, spaceSink{n}); err != nil {
+		return Space{}, false, err
+	}
+	return n.describe(sp), created, nil
+}
+
+// Leave leaves a joined space (by name or ID); its messages stay until
+// swept.
+func (n *Node) Leave(ref string) error {
+	sp, err := n.Space(ref)
+	if err != nil {
+		return err
+	}
+	if err := n.mesh.LeaveSpace(sp.ID); err != nil {
+		return err
+	}
+	if err := n.store.LeaveSpace(sp.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	return nil
+}
+
+// Post is what an agent sends to a space: the daemon adds the sender, the
+// time and the causal parents, and signs it.
+type Post struct {
+	Content json.RawMessage // a JSON object
+	Type    string          // default "text"
+	Refs    protocol.Refs
+	TTL     time.Duration // 0: none
+	Meta    map[string]string
+}
+
+// Send signs a message for a joined space, stores it durably, then
+// publishes it to the space's peers. prev is set to the space's heads as
+// this node sees them. A publish failure is logged, not returned: the
+// message is stored and peers repair gaps from the store.
+func (n *Node) Send(ctx context.Context, space protocol.ID, p Post) (Message, error) {
+	d, err := n.draft(space, p)
+	if err != nil {
+		return Message{}, err
+	}
+	m, err := protocol.Sign(n.key, d, n.cfg.Limits)
+	if err != nil {
+		return Message{}, err
+	}
+	e, _, err := n.ingest(ctx, m, "api")
+	if err != nil {
+		return Message{}, err
+	}
+	if err := n.mesh.Publish(ctx, m); err != nil {
+		n.log.Warn("publish", "id", m.ID, "err", err)
+	}
+	return Message{Message: m, Cursor: e.Cursor}, nil
+}
+
+// checkContent checks the parts of a post every message has.
+func checkContent(content json.RawMessage, ttl time.Duration, meta map[string]string) error {
+	if len(content) == 0 || string(content) == "null" {
+		return errorf(api.CodeInvalid, "content is missing: want a JSON object, e.g. {\"text\": \"hello\"}")
+	}
+	if ttl < 0 {
+		return errorf(api.CodeInvalid, "ttl must not be negative")
+	}
+	if err := protocol.ValidateMeta(meta); err != nil {
+		return wrap(api.CodeInvalid, err)
+	}
+	return nil
+}
+
+func (n *Node) draft(space protocol.ID, p Post) (protocol.Draft, error) {
+	if err := checkContent(p.Content, p.TTL, p.Meta); err != nil {
+		return protocol.Draft{}, err
+	}
+	d := protocol.Draft{
+		Space:     space,
+		CreatedAt: time.Now(),
+		Type:      p.Type,
+		TTL:       p.TTL,
+		Refs:      p.Refs,
+		Meta:      protocol.StripLocal(p.Meta), // local keys never leave this node
+		Content:   p.Content,
+	}
+	if d.Type == "" {
+		d.Type = "text"
+	}
+	heads, err := n.store.Heads(space)
+	if err != nil {
+		return d, fmt.Errorf("heads: %w", err)
+	}
+	if len(heads) > n.cfg.Limits.MaxPrev {
+		heads = heads[:n.cfg.Limits.MaxPrev]
+	}
+	d.Prev = slices.Clone(heads)
+	return d, nil
+}
+
+// Read returns up to limit messages of a space (or the inbox) after a
+// cursor, in this node's order, and the cursor to continue from.
+func (n *Node) Read(space protocol.ID, after store.Cursor, limit int) ([]Message, store.Cursor, error) {
+	entries, next, err := n.store.Read(space, after, limit)
+	if err != nil {
+		return nil, after, err
+	}
+	out := make([]Message, 0, len(entries))
+	for _, e := range entries {
+		m, err := decodeStored(e)
+		if err != nil {
+			return nil, after, err
+		}
+		out = append(out, m)
+	}
+	return out, next, nil
+}
+
+// End returns the cursor of the current end of a space (or the inbox).
+func (n *Node) End(space protocol.ID) (store.Cursor, error) { return n.store.End(space) }
+
+// Changed returns a channel closed when the space (or the inbox) next
+// gets a message.
+func (n *Node) Changed(space protocol.ID) <-chan struct{} { return n.store.Changed(space) }
+
+// Inbox returns the ID of this node's inbox, the space that holds the
+// direct messages it receives.
+func (n *Node) Inbox() protocol.ID { return protocol.InboxSpace(n.mesh.ID()) }
+
+// Get returns a stored message; one this node does not hold is an *Error
+// with api.CodeNotFound.
+func (n *Node) Get(id protocol.ID) (Message, error) {
+	e, err := n.store.Get(id)
+	if err != nil {
+		return Message{}, notFound(err, api.CodeNotFound, "no message "+id.String())
+	}
+	return decodeStored(e)
+}
