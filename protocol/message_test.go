@@ -707,3 +707,29 @@ func TestExpiryHugeTTL(t *testing.T) {
 		}
 	}
 }
+
+// TestEncodeKeepsWire: a message made by Sign or Decode keeps the bytes it
+// was made from: Encode allocates nothing and returns those bytes, so a
+// message is never encoded again on its way through a node.
+func TestEncodeKeepsWire(t *testing.T) {
+	m := sign(t, testKey(t, 1), minimalDraft())
+	wire := m.Encode()
+	if allocs := testing.AllocsPerRun(100, func() { _ = m.Encode() }); allocs != 0 {
+		t.Fatalf("Encode of a signed message allocates %v times", allocs)
+	}
+	d, err := protocol.Decode(wire, protocol.DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if allocs := testing.AllocsPerRun(100, func() { _ = d.Encode() }); allocs != 0 {
+		t.Fatalf("Encode of a decoded message allocates %v times", allocs)
+	}
+	if !bytes.Equal(d.Encode(), wire) || &d.Encode()[0] == &wire[0] {
+		t.Fatal("a decoded message's wire is not an equal copy of what it was decoded from")
+	}
+	// A message built by hand has no wire yet: Encode builds it.
+	hand := &protocol.Message{Header: m.Header, Body: m.Body, Sig: m.Sig, ID: m.ID}
+	if !bytes.Equal(hand.Encode(), wire) {
+		t.Fatal("Encode of a hand-built message differs")
+	}
+}
