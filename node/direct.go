@@ -16,6 +16,7 @@ import (
 
 	"github.com/weftmesh/weft/protocol"
 	"github.com/weftmesh/weft/protocol/api"
+	"github.com/weftmesh/weft/protocol/iacp"
 	"github.com/weftmesh/weft/store"
 )
 
@@ -76,10 +77,10 @@ func (n *Node) DM(ctx context.Context, req api.DMRequest) (*protocol.Message, ti
 }
 
 // DMIACP sends an IACP 1.x envelope as a direct message: it is imported
-// (protocol.ImportIACP: its message_id kept as meta iacp.id), signed by
+// (iacp.Import: its message_id kept as meta iacp.id), signed by
 // this node and sent like DM.
 func (n *Node) DMIACP(ctx context.Context, envelope []byte) (*protocol.Message, time.Time, bool, error) {
-	imp, err := protocol.ImportIACP(envelope)
+	imp, err := iacp.Import(envelope)
 	if err != nil {
 		return nil, time.Time{}, false, err
 	}

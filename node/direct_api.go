@@ -9,6 +9,7 @@ import (
 
 	"github.com/weftmesh/weft/protocol"
 	"github.com/weftmesh/weft/protocol/api"
+	"github.com/weftmesh/weft/protocol/iacp"
 	"github.com/weftmesh/weft/store"
 )
 
@@ -24,7 +25,7 @@ func (n *Node) handleDM(w http.ResponseWriter, r *http.Request) {
 // handleDMIACP serves POST /v1/dm/iacp: the body is an IACP 1.x envelope.
 func (n *Node) handleDMIACP(w http.ResponseWriter, r *http.Request) {
 	var raw json.RawMessage
-	if !decodeBody(w, r, protocol.MaxIACPSize, &raw) {
+	if !decodeBody(w, r, iacp.MaxSize, &raw) {
 		return
 	}
 	m, deadline, delivered, err := n.DMIACP(r.Context(), raw)
@@ -56,7 +57,7 @@ func (n *Node) handleMessageIACP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, err.Error())
 		return
 	}
-	b, err := protocol.ExportIACP(m)
+	b, err := iacp.Export(m)
 	if err != nil {
 		writeError(w, http.StatusUnprocessableEntity, api.CodeInvalid, "not exportable as IACP (only direct messages are): "+err.Error())
 		return
