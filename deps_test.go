@@ -43,9 +43,9 @@ type depRule struct {
 
 // depRules are the layering rules of README.md ("How it works"): protocol
 // is the wire contract and stands alone; store does not know libp2p's host;
-// mesh does not know the store or the daemon; the API types, the Go client
-// and the MCP server stay free of libp2p and Badger so any program can link
-// them.
+// mesh does not know the store or the daemon; the API types, the Go client,
+// the MCP server and the version string stay free of libp2p and Badger so
+// any program can link them.
 var depRules = []depRule{
 	{pkgs: mod + "/protocol/...", forbid: []string{mod, p2p, pubsub, kaddht, badger}, allow: []string{mod + "/protocol"}},
 	{pkgs: mod + "/protocol/api", forbid: []string{mod, libp2p, badger}},
@@ -53,6 +53,7 @@ var depRules = []depRule{
 	{pkgs: mod + "/mesh/...", forbid: []string{mod + "/store", mod + "/node", badger}},
 	{pkgs: mod + "/node/client", forbid: []string{mod + "/node", mod + "/mesh", mod + "/store", libp2p, badger}},
 	{pkgs: mod + "/node/mcp/...", forbid: []string{mod + "/node", mod + "/mesh", mod + "/store", libp2p, badger}, allow: []string{mod + "/node/client", mod + "/node/mcp"}},
+	{pkgs: mod + "/internal/version", forbid: []string{mod, libp2p, badger}},
 	// TODO(node backend split): enable once package node is a backend
 	// that speaks no HTTP (the routes move to node/localapi), and drop node
 	// from unruled.
