@@ -9,13 +9,15 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/connmgr"
 
+	"github.com/weftmesh/weft/internal/version"
 	"github.com/weftmesh/weft/node/client"
 	"github.com/weftmesh/weft/protocol"
 	"github.com/weftmesh/weft/store"
 )
 
-// Version is the daemon's version, reported by GET /v1/node.
-var Version = "0.1.0-dev"
+// Version is the daemon's version with the commit it was built from,
+// reported by GET /v1/node and in agent cards.
+var Version = version.String()
 
 // Config configures a daemon.
 type Config struct {

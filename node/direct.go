@@ -18,6 +18,7 @@ import (
 
 	"github.com/weftmesh/weft/protocol"
 	"github.com/weftmesh/weft/protocol/api"
+	"github.com/weftmesh/weft/protocol/iacp"
 	"github.com/weftmesh/weft/store"
 )
 
@@ -83,7 +84,7 @@ func (n *Node) DM(ctx context.Context, dm DM) (Sent, error) {
 // (its message_id kept as meta iacp.id), signed by this node and sent like
 // DM.
 func (n *Node) DMIACP(ctx context.Context, envelope []byte) (Sent, error) {
-	imp, err := protocol.ImportIACP(envelope)
+	imp, err := iacp.Import(envelope)
 	if err != nil {
 		return Sent{}, err
 	}
@@ -99,7 +100,7 @@ func (n *Node) ExportIACP(id protocol.ID) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, err := protocol.ExportIACP(m.Message)
+	b, err := iacp.Export(m.Message)
 	if err != nil {
 		return nil, errorf(api.CodeInvalid, "not exportable as IACP (only direct messages are): %v", err)
 	}

@@ -1,7 +1,9 @@
 // Package protocol is weft's wire contract: the message envelope, IDs,
 // signing and verification, the wire encoding, validation limits, and the
 // names of weft's protocols and topics. It imports none of weft's other
-// packages and nothing of libp2p's host or of the store.
+// packages and nothing of libp2p's host or of the store. Its sub-packages
+// are api (the local API's JSON types, free of weft and libp2p) and iacp
+// (IACP 1.x interop, built on this package).
 //
 // # Messages
 //

@@ -300,27 +300,31 @@ var (
 // no key that only case-folds to a field name; refs and meta are held to
 // the same rule, so that no two parsers can read one signed body two ways.
 func checkTopLevel(b []byte) error {
-	fields, err := checkObject(b, bodyFields)
+	fields, err := ParseObject(b, bodyFields)
 	if err != nil {
 		return err
 	}
 	if raw, ok := fields["refs"]; ok && string(raw) != "null" {
-		if _, err := checkObject(raw, refsFields); err != nil {
+		if _, err := ParseObject(raw, refsFields); err != nil {
 			return fmt.Errorf("refs: %w", err)
 		}
 	}
 	if raw, ok := fields["meta"]; ok && string(raw) != "null" {
-		if _, err := checkObject(raw, nil); err != nil {
+		if _, err := ParseObject(raw, nil); err != nil {
 			return fmt.Errorf("meta: %w", err)
 		}
 	}
 	return nil
 }
 
-// checkObject reads b as one JSON object and returns its members' raw
-// values. It refuses repeated keys, keys that fold to but differ from a
-// known name, and anything after the object.
-func checkObject(b []byte, known []string) (map[string]json.RawMessage, error) {
+// ParseObject reads b as one JSON object and returns its members' raw
+// values, holding it to the rule a message body follows: it refuses
+// repeated keys, keys that differ from a name in known but fold to it
+// (strings.EqualFold), and anything after the object, so that no two
+// parsers read one document two ways. It checks members' keys only, not
+// their values. Errors wrap ErrMalformed. Formats that carry weft messages
+// (such as protocol/iacp) read their objects with it.
+func ParseObject(b []byte, known []string) (map[string]json.RawMessage, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	tok, err := dec.Token()
 	if err != nil || tok != json.Delim('{') {

@@ -623,6 +623,50 @@ func TestValidateRejectsAmbiguousBodies(t *testing.T) {
 	}
 }
 
+// TestParseObject: the strict object reader that message bodies go through
+// and that other formats (protocol/iacp) reuse.
+func TestParseObject(t *testing.T) {
+	known := []string{"space", "type"}
+	tests := []struct {
+		name string
+		in   string
+		want map[string]string // raw members; nil for an error
+		msg  string
+	}{
+		{"members", ` {"type":"text", "n":[1, 2], "o":{"a":null}} `, map[string]string{"type": `"text"`, "n": "[1, 2]", "o": `{"a":null}`}, ""},
+		{"empty", `{}`, map[string]string{}, ""},
+		{"unknown keys in any case", `{"Other":1,"other":2}`, map[string]string{"Other": "1", "other": "2"}, ""},
+		{"repeated key", `{"a":1,"a":2}`, nil, `repeated key "a"`},
+		{"folds to a known name", `{"Type":"text"}`, nil, `key "Type" is not "type"`},
+		{"folds with U+017F", `{"ſpace":"x"}`, nil, `is not "space"`},
+		{"data after", `{"a":1} {}`, nil, "data after the JSON object"},
+		{"array", `[1]`, nil, "not a JSON object"},
+		{"nothing", ``, nil, "not a JSON object"},
+		{"truncated", `{"a":`, nil, "malformed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := protocol.ParseObject([]byte(tt.in), known)
+			if tt.want == nil {
+				if err == nil || !errors.Is(err, protocol.ErrMalformed) || !strings.Contains(err.Error(), tt.msg) {
+					t.Fatalf("ParseObject(%s) = %v, %v; want an ErrMalformed saying %q", tt.in, got, err, tt.msg)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("ParseObject(%s): %v", tt.in, err)
+			}
+			raw := make(map[string]string, len(got))
+			for k, v := range got {
+				raw[k] = string(v)
+			}
+			if !reflect.DeepEqual(raw, tt.want) {
+				t.Errorf("ParseObject(%s) = %v, want %v", tt.in, raw, tt.want)
+			}
+		})
+	}
+}
+
 // TestDecodeNonMinimalLength: the body length is a uvarint, and
 // binary.Uvarint accepts over-long encodings (0x80 0x00 for 0). Accepting
 // them gives one message many wire encodings, so Encode(Decode(w)) != w and

@@ -7,7 +7,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/weftmesh/weft/node"
+	"github.com/weftmesh/weft/internal/version"
 	"github.com/weftmesh/weft/protocol/api"
 )
 
@@ -25,7 +25,7 @@ func runVersion(_ context.Context, e *env, args []string) error {
 	if _, err := parse(e.flags("version"), args, 0); err != nil {
 		return err
 	}
-	fmt.Fprintln(e.stdout, "weft", node.Version)
+	fmt.Fprintln(e.stdout, "weft", version.String())
 	return nil
 }
 

@@ -9,7 +9,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/weftmesh/weft/node"
+	"github.com/weftmesh/weft/internal/version"
 	weftmcp "github.com/weftmesh/weft/node/mcp"
 )
 
@@ -34,7 +34,7 @@ func runMCP(ctx context.Context, e *env, args []string) error {
 		log.Warn("weft daemon not reachable yet; tools will fail until it runs", "socket", c.SocketPath(), "err", err)
 	}
 	cancel()
-	err := weftmcp.NewServer(c, node.Version, log).Run(ctx, &mcp.StdioTransport{})
+	err := weftmcp.NewServer(c, version.String(), log).Run(ctx, &mcp.StdioTransport{})
 	if ctx.Err() != nil || errors.Is(err, context.Canceled) {
 		return nil // interrupted: a clean stop
 	}

@@ -316,7 +316,8 @@ func (s *Service) Call(ctx context.Context, to peer.ID, req protocol.CallRequest
 	}
 	stop := context.AfterFunc(ctx, func() { st.Reset() }) // also while the request is written
 	w := bufio.NewWriter(st)
-	if err := frame.WriteJSON(w, req); err == nil {
+	err = frame.WriteJSON(w, req)
+	if err == nil {
 		err = w.Flush()
 	}
 	if err != nil {

@@ -13,7 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	libp2pprotocol "github.com/libp2p/go-libp2p/core/protocol"
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/weftmesh/weft/protocol"
@@ -469,6 +472,56 @@ func TestUnreachable(t *testing.T) {
 			wantCode(t, err, protocol.CodeUnreachable)
 		})
 	}
+}
+
+// A request that cannot be sent fails the call at once as unreachable, and
+// the stream is reset. (Call once dropped the error of flushing the
+// request and returned a stream whose request had never left.)
+func TestCallSendFails(t *testing.T) {
+	t.Parallel()
+	a, b := newHost(t), newHost(t)
+	newService(t, b, nil)
+	connect(t, a, b)
+	h := &failingWrites{Host: a}
+	s := newService(t, h, nil)
+
+	st, err := s.Call(callCtx(t, 5*time.Second), b.ID(), protocol.CallRequest{Name: "x"})
+	if st != nil {
+		t.Errorf("Call returned a stream with %v", err)
+	}
+	ce := wantCode(t, err, protocol.CodeUnreachable)
+	if !strings.Contains(ce.Message, "send request") {
+		t.Errorf("err = %v, want it to say the request was not sent", ce)
+	}
+	if !h.reset.Load() {
+		t.Error("the stream was not reset")
+	}
+}
+
+// failingWrites is a host whose new streams fail every write.
+type failingWrites struct {
+	host.Host
+	reset atomic.Bool // a stream was reset
+}
+
+func (h *failingWrites) NewStream(ctx context.Context, p peer.ID, pids ...libp2pprotocol.ID) (network.Stream, error) {
+	st, err := h.Host.NewStream(ctx, p, pids...)
+	if err != nil {
+		return nil, err
+	}
+	return &failingStream{Stream: st, reset: &h.reset}, nil
+}
+
+type failingStream struct {
+	network.Stream
+	reset *atomic.Bool
+}
+
+func (s *failingStream) Write([]byte) (int, error) { return 0, errors.New("write refused by the test") }
+
+func (s *failingStream) Reset() error {
+	s.reset.Store(true)
+	return s.Stream.Reset()
 }
 
 // With WithMaxCalls(1), a second call while the first is being served is

@@ -211,12 +211,6 @@ func testCtx(tb testing.TB, d time.Duration) context.Context {
 	return ctx
 }
 
-// waitFor polls cond until it holds, failing the test after d.
-func waitFor(tb testing.TB, d time.Duration, what string, cond func() bool) {
-	tb.Helper()
-	meshtest.WaitFor(tb, d, what, cond)
-}
-
 // rawStream opens a direct stream from a to b without Send.
 func rawStream(tb testing.TB, a, b host.Host) (network.Stream, *bufio.Reader, *bufio.Writer) {
 	tb.Helper()

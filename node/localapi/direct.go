@@ -9,6 +9,7 @@ import (
 	"github.com/weftmesh/weft/node"
 	"github.com/weftmesh/weft/protocol"
 	"github.com/weftmesh/weft/protocol/api"
+	"github.com/weftmesh/weft/protocol/iacp"
 	"github.com/weftmesh/weft/store"
 )
 
@@ -36,7 +37,7 @@ func (a *API) dm(w http.ResponseWriter, r *http.Request) {
 // dmIACP serves POST /v1/dm/iacp: the body is an IACP 1.x envelope.
 func (a *API) dmIACP(w http.ResponseWriter, r *http.Request) {
 	var raw json.RawMessage
-	if !decodeBody(w, r, protocol.MaxIACPSize, &raw) {
+	if !decodeBody(w, r, iacp.MaxSize, &raw) {
 		return
 	}
 	sent, err := a.b.DMIACP(r.Context(), raw)

@@ -1,4 +1,4 @@
-package protocol_test
+package iacp_test
 
 import (
 	"bytes"
@@ -19,24 +19,25 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/weftmesh/weft/protocol"
+	"github.com/weftmesh/weft/protocol/iacp"
 )
 
-// The IACP vectors live in testdata/iacp: NAME.json is an envelope as an
-// IACP agent would send it; NAME.export.json is what ExportIACP writes once
+// The IACP vectors live in testdata: NAME.json is an envelope as an
+// IACP agent would send it; NAME.export.json is what Export writes once
 // the sender's daemon has imported and signed it. Regenerate the exports
-// with: go test ./protocol -run IACP -update
+// with: go test ./protocol/iacp -update
 
-const iacpDir = "testdata/iacp"
+const vectorDir = "testdata"
 
 // The vectors pass between two agents with fixed keys: A holds the key of
 // the golden vectors (goldenSeed), B holds testKey(2).
-func iacpAgents(tb testing.TB) (a, b crypto.PrivKey) {
+func agents(tb testing.TB) (a, b crypto.PrivKey) {
 	tb.Helper()
 	return keyFromSeed(tb, mustHex(tb, goldenSeed)), testKey(tb, 2)
 }
 
-// iacpVector is one golden envelope and what ImportIACP must read from it.
-type iacpVector struct {
+// vector is one golden envelope and what Import must read from it.
+type vector struct {
 	name    string
 	from    string // "A" or "B": the agent whose daemon imports and signs it
 	created int64  // Unix ms
@@ -48,17 +49,17 @@ type iacpVector struct {
 }
 
 const (
-	iacpRequestID = "019dfc9f-6dc0-7a1b-ac3d-4e5f60718293"
-	iacpBuilder   = "on-prem:cardiff-01:builder"
-	iacpReviewer  = "on-prem:cardiff-01:reviewer"
+	requestID = "019dfc9f-6dc0-7a1b-ac3d-4e5f60718293"
+	builder   = "on-prem:cardiff-01:builder"
+	reviewer  = "on-prem:cardiff-01:reviewer"
 )
 
-func iacpVectors() []iacpVector {
-	return []iacpVector{
+func vectors() []vector {
+	return []vector{
 		{
 			name: "request", from: "A", created: 1778059800000, typ: protocol.KindRequest, ttl: time.Hour,
 			meta: map[string]string{
-				"iacp.id": iacpRequestID, "correlation": iacpRequestID, "iacp.sender": iacpBuilder,
+				"iacp.id": requestID, "correlation": requestID, "iacp.sender": builder,
 				"iacp.channel": "query", "iacp.intent": "query",
 			},
 			content: `{"capabilities":["code_review","testing"],"max_tokens":4096,"priority":"high"}`,
@@ -66,7 +67,7 @@ func iacpVectors() []iacpVector {
 		{
 			name: "response", from: "B", created: 1778059802417, typ: protocol.KindResponse, ttl: time.Hour, replyTo: "request",
 			meta: map[string]string{
-				"iacp.id": "019dfc9f-7731-70c1-92e3-f40516273849", "correlation": iacpRequestID, "iacp.sender": iacpReviewer,
+				"iacp.id": "019dfc9f-7731-70c1-92e3-f40516273849", "correlation": requestID, "iacp.sender": reviewer,
 				"iacp.channel": "query", "iacp.intent": "query",
 				"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "session": "review-2026-05-06",
 			},
@@ -76,7 +77,7 @@ func iacpVectors() []iacpVector {
 		{
 			name: "event", from: "B", created: 1778059875000, typ: protocol.KindEvent, ttl: 10 * time.Minute,
 			meta: map[string]string{
-				"iacp.id": "019dfca0-92b8-75a6-b7c8-d9e0f1a2b3c4", "correlation": iacpRequestID, "iacp.sender": iacpReviewer,
+				"iacp.id": "019dfca0-92b8-75a6-b7c8-d9e0f1a2b3c4", "correlation": requestID, "iacp.sender": reviewer,
 				"iacp.channel": "notification", "iacp.intent": "notify",
 			},
 			content: `{"event_type":"review.complete","detail":"Review complete — 3 issues in <main.go> & 1 nit","severity":"info"}`,
@@ -84,7 +85,7 @@ func iacpVectors() []iacpVector {
 		{
 			name: "heartbeat", from: "A", created: 1778059920250, typ: protocol.KindHeartbeat, ttl: 2 * time.Minute,
 			meta: map[string]string{
-				"iacp.id": "019dfca1-437a-7778-8990-0aabbccddeef", "iacp.sender": iacpBuilder,
+				"iacp.id": "019dfca1-437a-7778-8990-0aabbccddeef", "iacp.sender": builder,
 				"iacp.channel": "health", "iacp.intent": "health",
 			},
 			content: `{"status":"alive","load":0.3,"active_tasks":2,"version":"1.2.0"}`,
@@ -94,7 +95,7 @@ func iacpVectors() []iacpVector {
 			// lower case and UTC.
 			name: "error", from: "B", created: 1778059803001, typ: protocol.KindError,
 			meta: map[string]string{
-				"iacp.id": "019dfc9f-7979-7dea-9bee-fcafe0123456", "correlation": iacpRequestID, "iacp.sender": iacpReviewer,
+				"iacp.id": "019dfc9f-7979-7dea-9bee-fcafe0123456", "correlation": requestID, "iacp.sender": reviewer,
 			},
 			content: `{"code":"CAPABILITY_MISMATCH","message":"reviewer cannot run the testing capability",` +
 				`"detail":{"missing":["testing"]},"retryable":false}`,
@@ -102,29 +103,29 @@ func iacpVectors() []iacpVector {
 	}
 }
 
-func readIACPFile(tb testing.TB, name string) []byte {
+func readVector(tb testing.TB, name string) []byte {
 	tb.Helper()
-	b, err := os.ReadFile(filepath.Join(iacpDir, name))
+	b, err := os.ReadFile(filepath.Join(vectorDir, name))
 	if err != nil {
 		tb.Fatalf("read %s (run with -update to create exports): %v", name, err)
 	}
 	return b
 }
 
-func importIACP(tb testing.TB, b []byte) *protocol.IACPImport {
+func mustImport(tb testing.TB, b []byte) iacp.Imported {
 	tb.Helper()
-	imp, err := protocol.ImportIACP(b)
+	imp, err := iacp.Import(b)
 	if err != nil {
-		tb.Fatalf("ImportIACP: %v", err)
+		tb.Fatalf("Import: %v", err)
 	}
 	return imp
 }
 
-func exportIACP(tb testing.TB, m *protocol.Message) []byte {
+func mustExport(tb testing.TB, m *protocol.Message) []byte {
 	tb.Helper()
-	out, err := protocol.ExportIACP(m)
+	out, err := iacp.Export(m)
 	if err != nil {
-		tb.Fatalf("ExportIACP: %v", err)
+		tb.Fatalf("Export: %v", err)
 	}
 	return out
 }
@@ -138,25 +139,25 @@ func compactJSON(tb testing.TB, b []byte) string {
 	return buf.String()
 }
 
-// iacpSigned imports every vector and signs it as its sender's daemon
+// signedVectors imports every vector and signs it as its sender's daemon
 // would, in order, so that a vector can answer an earlier one.
-func iacpSigned(tb testing.TB) map[string]*protocol.Message {
+func signedVectors(tb testing.TB) map[string]*protocol.Message {
 	tb.Helper()
-	a, b := iacpAgents(tb)
+	a, b := agents(tb)
 	keys := map[string]crypto.PrivKey{"A": a, "B": b}
 	out := make(map[string]*protocol.Message)
-	for _, v := range iacpVectors() {
-		imp := importIACP(tb, readIACPFile(tb, v.name+".json"))
+	for _, v := range vectors() {
+		imp := mustImport(tb, readVector(tb, v.name+".json"))
 		out[v.name] = sign(tb, keys[v.from], imp.Draft)
 	}
 	return out
 }
 
-// iacpNative is a direct message made in weft, not imported: its export
+// nativeMessage is a direct message made in weft, not imported: its export
 // derives its message_id, and its correlation is not a UUID.
-func iacpNative(tb testing.TB) (*protocol.Message, protocol.Draft) {
+func nativeMessage(tb testing.TB) (*protocol.Message, protocol.Draft) {
 	tb.Helper()
-	a, b := iacpAgents(tb)
+	a, b := agents(tb)
 	to := peerOf(tb, b)
 	d := protocol.Draft{
 		Space:     protocol.InboxSpace(to),
@@ -193,14 +194,14 @@ func checkSameDraft(tb testing.TB, got, want protocol.Draft) {
 	}
 }
 
-func TestImportIACPGolden(t *testing.T) {
-	a, b := iacpAgents(t)
+func TestImportGolden(t *testing.T) {
+	a, b := agents(t)
 	peers := map[string]peer.ID{"A": peerOf(t, a), "B": peerOf(t, b)}
-	signed := iacpSigned(t)
-	for _, v := range iacpVectors() {
+	signed := signedVectors(t)
+	for _, v := range vectors() {
 		t.Run(v.name, func(t *testing.T) {
-			raw := readIACPFile(t, v.name+".json")
-			imp := importIACP(t, raw)
+			raw := readVector(t, v.name+".json")
+			imp := mustImport(t, raw)
 			to := peers["A"]
 			if v.from == "A" {
 				to = peers["B"]
@@ -254,32 +255,32 @@ func TestImportIACPGolden(t *testing.T) {
 	}
 }
 
-func TestExportIACPGolden(t *testing.T) {
-	signed := iacpSigned(t)
-	native, _ := iacpNative(t)
+func TestExportGolden(t *testing.T) {
+	signed := signedVectors(t)
+	native, _ := nativeMessage(t)
 	type export struct {
 		name string
 		m    *protocol.Message
 	}
 	var exports []export
-	for _, v := range iacpVectors() {
+	for _, v := range vectors() {
 		exports = append(exports, export{v.name, signed[v.name]})
 	}
 	exports = append(exports, export{"native", native})
 
 	for _, e := range exports {
 		t.Run(e.name, func(t *testing.T) {
-			out := exportIACP(t, e.m)
-			if again := exportIACP(t, e.m); !bytes.Equal(again, out) {
-				t.Fatalf("ExportIACP is not deterministic:\n%s\n%s", out, again)
+			out := mustExport(t, e.m)
+			if again := mustExport(t, e.m); !bytes.Equal(again, out) {
+				t.Fatalf("Export is not deterministic:\n%s\n%s", out, again)
 			}
-			path := filepath.Join(iacpDir, e.name+".export.json")
+			path := filepath.Join(vectorDir, e.name+".export.json")
 			if *update {
 				if err := os.WriteFile(path, append(bytes.Clone(out), '\n'), 0o644); err != nil {
 					t.Fatal(err)
 				}
 			}
-			want := readIACPFile(t, e.name+".export.json")
+			want := readVector(t, e.name+".export.json")
 			if !bytes.Equal(append(bytes.Clone(out), '\n'), want) {
 				t.Errorf("export differs from %s (run with -update if the change is intended):\n got %s\nwant %s", path, out, want)
 			}
@@ -293,7 +294,7 @@ func TestExportIACPGolden(t *testing.T) {
 // verifies over it with the key in from.
 func checkExport(tb testing.TB, m *protocol.Message, out []byte) {
 	tb.Helper()
-	var env protocol.IACPEnvelope
+	var env iacp.Envelope
 	if err := json.Unmarshal(out, &env); err != nil {
 		tb.Fatalf("export is not JSON: %v", err)
 	}
@@ -341,17 +342,17 @@ func checkExport(tb testing.TB, m *protocol.Message, out []byte) {
 	}
 }
 
-// TestIACPRoundTrip imports, signs and exports each vector, then imports
+// TestRoundTrip imports, signs and exports each vector, then imports
 // the export: every mapped field must come back.
-func TestIACPRoundTrip(t *testing.T) {
-	a, b := iacpAgents(t)
+func TestRoundTrip(t *testing.T) {
+	a, b := agents(t)
 	keys := map[string]crypto.PrivKey{"A": a, "B": b}
-	for _, v := range iacpVectors() {
+	for _, v := range vectors() {
 		t.Run(v.name, func(t *testing.T) {
 			key := keys[v.from]
-			imp1 := importIACP(t, readIACPFile(t, v.name+".json"))
-			out1 := exportIACP(t, sign(t, key, imp1.Draft))
-			imp2 := importIACP(t, out1)
+			imp1 := mustImport(t, readVector(t, v.name+".json"))
+			out1 := mustExport(t, sign(t, key, imp1.Draft))
+			imp2 := mustImport(t, out1)
 
 			e1, e2 := imp1.Envelope, imp2.Envelope
 			for _, f := range []struct{ name, got, want string }{
@@ -383,8 +384,8 @@ func TestIACPRoundTrip(t *testing.T) {
 
 			// One round later the export is a fixed point: the payload is
 			// compact, so the same draft signs to the same bytes.
-			out2 := exportIACP(t, sign(t, key, imp2.Draft))
-			out3 := exportIACP(t, sign(t, key, importIACP(t, out2).Draft))
+			out2 := mustExport(t, sign(t, key, imp2.Draft))
+			out3 := mustExport(t, sign(t, key, mustImport(t, out2).Draft))
 			if !bytes.Equal(out3, out2) {
 				t.Errorf("export is not a fixed point:\n%s\n%s", out2, out3)
 			}
@@ -392,8 +393,8 @@ func TestIACPRoundTrip(t *testing.T) {
 	}
 
 	t.Run("native", func(t *testing.T) {
-		m, d := iacpNative(t)
-		imp := importIACP(t, exportIACP(t, m))
+		m, d := nativeMessage(t)
+		imp := mustImport(t, mustExport(t, m))
 		want := d
 		want.Meta = make(map[string]string)
 		for k, v := range d.Meta {
@@ -406,18 +407,18 @@ func TestIACPRoundTrip(t *testing.T) {
 			t.Errorf("correlation %q is not a UUID but was written as correlation_id", d.Meta["correlation"])
 		}
 		// Re-exported, it keeps the derived ID.
-		a, _ := iacpAgents(t)
-		again := importIACP(t, exportIACP(t, sign(t, a, imp.Draft)))
+		a, _ := agents(t)
+		again := mustImport(t, mustExport(t, sign(t, a, imp.Draft)))
 		if again.Envelope.MessageID != imp.Envelope.MessageID {
 			t.Errorf("message_id %s on re-export, %s before", again.Envelope.MessageID, imp.Envelope.MessageID)
 		}
 	})
 }
 
-func TestIACPDerivedMessageID(t *testing.T) {
-	m, d := iacpNative(t)
-	var env protocol.IACPEnvelope
-	if err := json.Unmarshal(exportIACP(t, m), &env); err != nil {
+func TestDerivedMessageID(t *testing.T) {
+	m, d := nativeMessage(t)
+	var env iacp.Envelope
+	if err := json.Unmarshal(mustExport(t, m), &env); err != nil {
 		t.Fatal(err)
 	}
 	u := mustHex(t, strings.ReplaceAll(env.MessageID, "-", ""))
@@ -435,10 +436,10 @@ func TestIACPDerivedMessageID(t *testing.T) {
 	}
 
 	// Another message at the same millisecond gets another ID.
-	a, _ := iacpAgents(t)
+	a, _ := agents(t)
 	d.Content = json.RawMessage(`{"task":"other"}`)
-	var env2 protocol.IACPEnvelope
-	if err := json.Unmarshal(exportIACP(t, sign(t, a, d)), &env2); err != nil {
+	var env2 iacp.Envelope
+	if err := json.Unmarshal(mustExport(t, sign(t, a, d)), &env2); err != nil {
 		t.Fatal(err)
 	}
 	if env2.MessageID == env.MessageID || env2.MessageID[:14] != env.MessageID[:14] {
@@ -446,8 +447,8 @@ func TestIACPDerivedMessageID(t *testing.T) {
 	}
 }
 
-func TestImportIACPForms(t *testing.T) {
-	_, b := iacpAgents(t)
+func TestImportForms(t *testing.T) {
+	_, b := agents(t)
 	to := peerOf(t, b)
 	cid, err := peer.ToCid(to).StringOfBase('b')
 	if err != nil {
@@ -456,16 +457,16 @@ func TestImportIACPForms(t *testing.T) {
 	tests := []struct {
 		name  string
 		edit  func(map[string]any)
-		check func(t *testing.T, imp *protocol.IACPImport)
+		check func(t *testing.T, imp iacp.Imported)
 	}{
 		{"recipient as CID", func(m map[string]any) { obj(m, "recipient")["agent_id"] = cid },
-			func(t *testing.T, imp *protocol.IACPImport) {
+			func(t *testing.T, imp iacp.Imported) {
 				if imp.Recipient != to || imp.Draft.Refs.Nodes[0] != to.String() || imp.Envelope.Recipient.AgentID != to.String() {
 					t.Errorf("recipient %s / %v, want %s", imp.Recipient, imp.Draft.Refs.Nodes, to)
 				}
 			}},
 		{"sub-millisecond time", func(m map[string]any) { m["timestamp"] = "2026-05-06T09:30:00.123999999Z" },
-			func(t *testing.T, imp *protocol.IACPImport) {
+			func(t *testing.T, imp iacp.Imported) {
 				if got := imp.Draft.CreatedAt.UnixMilli(); got != 1778059800123 {
 					t.Errorf("created_at %d", got)
 				}
@@ -473,7 +474,7 @@ func TestImportIACPForms(t *testing.T) {
 		{"nulls for optional fields", func(m map[string]any) {
 			m["correlation_id"], m["ttl_seconds"], m["x-weft"] = nil, nil, nil
 			obj(m, "recipient")["channel"], obj(m, "message")["intent"] = nil, nil
-		}, func(t *testing.T, imp *protocol.IACPImport) {
+		}, func(t *testing.T, imp iacp.Imported) {
 			if imp.Draft.TTL != 0 || len(imp.Draft.Meta) != 2 {
 				t.Errorf("ttl %s meta %v", imp.Draft.TTL, imp.Draft.Meta)
 			}
@@ -481,19 +482,19 @@ func TestImportIACPForms(t *testing.T) {
 		{"x-weft correlation without correlation_id", func(m map[string]any) {
 			delete(m, "correlation_id")
 			m["x-weft"] = map[string]any{"meta": map[string]any{"correlation": "call-1"}}
-		}, func(t *testing.T, imp *protocol.IACPImport) {
+		}, func(t *testing.T, imp iacp.Imported) {
 			if imp.Draft.Meta["correlation"] != "call-1" {
 				t.Errorf("meta %v", imp.Draft.Meta)
 			}
 		}},
 		{"later minor version", func(m map[string]any) { m["version"] = "1.42" },
-			func(t *testing.T, imp *protocol.IACPImport) {
+			func(t *testing.T, imp iacp.Imported) {
 				if imp.Envelope.Version != "1.42" {
 					t.Errorf("version %q", imp.Envelope.Version)
 				}
 			}},
 		{"custom channel", func(m map[string]any) { obj(m, "recipient")["channel"] = "x-review" },
-			func(t *testing.T, imp *protocol.IACPImport) {
+			func(t *testing.T, imp iacp.Imported) {
 				if imp.Draft.Meta["iacp.channel"] != "x-review" {
 					t.Errorf("meta %v", imp.Draft.Meta)
 				}
@@ -501,20 +502,20 @@ func TestImportIACPForms(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tt.check(t, importIACP(t, iacpEdit(t, tt.edit)))
+			tt.check(t, mustImport(t, editEnvelope(t, tt.edit)))
 		})
 	}
 }
 
-// iacpBase is a minimal valid envelope, as a value to edit.
-func iacpBase(tb testing.TB) map[string]any {
+// baseEnvelope is a minimal valid envelope, as a value to edit.
+func baseEnvelope(tb testing.TB) map[string]any {
 	tb.Helper()
-	_, b := iacpAgents(tb)
+	_, b := agents(tb)
 	return map[string]any{
 		"version":        "1.0",
-		"message_id":     iacpRequestID,
-		"correlation_id": iacpRequestID,
-		"sender":         map[string]any{"agent_id": iacpBuilder},
+		"message_id":     requestID,
+		"correlation_id": requestID,
+		"sender":         map[string]any{"agent_id": builder},
 		"recipient":      map[string]any{"agent_id": peerOf(tb, b).String(), "channel": "query"},
 		"timestamp":      "2026-05-06T09:30:00Z",
 		"ttl_seconds":    3600,
@@ -524,10 +525,10 @@ func iacpBase(tb testing.TB) map[string]any {
 
 func obj(m map[string]any, key string) map[string]any { return m[key].(map[string]any) }
 
-// iacpEdit returns the base envelope changed by edit.
-func iacpEdit(tb testing.TB, edit func(map[string]any)) []byte {
+// editEnvelope returns the base envelope changed by edit.
+func editEnvelope(tb testing.TB, edit func(map[string]any)) []byte {
 	tb.Helper()
-	m := iacpBase(tb)
+	m := baseEnvelope(tb)
 	edit(m)
 	b, err := json.Marshal(m)
 	if err != nil {
@@ -536,16 +537,16 @@ func iacpEdit(tb testing.TB, edit func(map[string]any)) []byte {
 	return b
 }
 
-type iacpBadCase struct {
+type badCase struct {
 	name     string
 	in       []byte
 	sentinel error
 	msg      string // the error names the problem
 }
 
-func iacpBadCases(tb testing.TB) []iacpBadCase {
+func badCases(tb testing.TB) []badCase {
 	tb.Helper()
-	e := func(edit func(map[string]any)) []byte { return iacpEdit(tb, edit) }
+	e := func(edit func(map[string]any)) []byte { return editEnvelope(tb, edit) }
 	base := e(func(map[string]any) {})
 	replace := func(old, new string) []byte {
 		if !bytes.Contains(base, []byte(old)) {
@@ -558,13 +559,13 @@ func iacpBadCases(tb testing.TB) []iacpBadCase {
 		bigMeta["k"+strconv.Itoa(i)] = "v"
 	}
 	mal, tooBig, badVer := protocol.ErrMalformed, protocol.ErrTooLarge, protocol.ErrVersion
-	return []iacpBadCase{
+	return []badCase{
 		{"malformed JSON", []byte(`{"version":"1.0",`), mal, "iacp envelope"},
 		{"not an object", []byte(`[1,2]`), mal, "not a JSON object"},
 		{"empty", nil, mal, "not a JSON object"},
 		{"data after the object", append(bytes.Clone(base), " {}"...), mal, "data after"},
-		{"not UTF-8", replace(iacpBuilder, "b\xffuilder"), mal, "not UTF-8"},
-		{"oversized", append(bytes.Clone(base), bytes.Repeat([]byte(" "), protocol.MaxIACPSize)...), tooBig, "limit"},
+		{"not UTF-8", replace(builder, "b\xffuilder"), mal, "not UTF-8"},
+		{"oversized", append(bytes.Clone(base), bytes.Repeat([]byte(" "), iacp.MaxSize)...), tooBig, "limit"},
 		{"payload too large", e(func(m map[string]any) {
 			obj(m, "message")["payload"] = map[string]any{"x": strings.Repeat("a", protocol.MaxMessageSize)}
 		}), tooBig, "message.payload"},
@@ -609,7 +610,7 @@ func iacpBadCases(tb testing.TB) []iacpBadCase {
 		{"x-weft not an object", e(func(m map[string]any) { m["x-weft"] = []int{} }), mal, "iacp x-weft"},
 		{"x-weft.reply_to not an ID", e(func(m map[string]any) { m["x-weft"] = map[string]any{"reply_to": "abc"} }), mal, "x-weft.reply_to"},
 		{"x-weft.meta sets iacp.id", e(func(m map[string]any) {
-			m["x-weft"] = map[string]any{"meta": map[string]any{"iacp.id": iacpRequestID}}
+			m["x-weft"] = map[string]any{"meta": map[string]any{"iacp.id": requestID}}
 		}), mal, `key "iacp.id" is set by the envelope`},
 		{"x-weft.meta sets correlation twice", e(func(m map[string]any) {
 			m["x-weft"] = map[string]any{"meta": map[string]any{"correlation": "x"}}
@@ -629,12 +630,12 @@ func iacpBadCases(tb testing.TB) []iacpBadCase {
 	}
 }
 
-func TestImportIACPErrors(t *testing.T) {
-	for _, c := range iacpBadCases(t) {
+func TestImportErrors(t *testing.T) {
+	for _, c := range badCases(t) {
 		t.Run(c.name, func(t *testing.T) {
-			imp, err := protocol.ImportIACP(c.in)
-			if imp != nil {
-				t.Errorf("ImportIACP returned %+v with %v", imp, err)
+			imp, err := iacp.Import(c.in)
+			if !reflect.DeepEqual(imp, iacp.Imported{}) {
+				t.Errorf("Import returned %+v with %v", imp, err)
 			}
 			if err == nil || !errors.Is(err, c.sentinel) {
 				t.Fatalf("err = %v, want it to wrap %v", err, c.sentinel)
@@ -646,8 +647,8 @@ func TestImportIACPErrors(t *testing.T) {
 	}
 }
 
-func TestExportIACPErrors(t *testing.T) {
-	a, b := iacpAgents(t)
+func TestExportErrors(t *testing.T) {
+	a, b := agents(t)
 	to := peerOf(t, b)
 	direct := func(edit func(*protocol.Draft)) *protocol.Message {
 		d := protocol.Draft{
@@ -686,9 +687,9 @@ func TestExportIACPErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out, err := protocol.ExportIACP(tt.m)
+			out, err := iacp.Export(tt.m)
 			if out != nil || err == nil || !errors.Is(err, tt.sentinel) {
-				t.Fatalf("ExportIACP = %s, %v; want an error wrapping %v", out, err, tt.sentinel)
+				t.Fatalf("Export = %s, %v; want an error wrapping %v", out, err, tt.sentinel)
 			}
 			if !strings.Contains(err.Error(), tt.msg) {
 				t.Errorf("err = %q, want it to say %q", err, tt.msg)
@@ -697,33 +698,33 @@ func TestExportIACPErrors(t *testing.T) {
 	}
 }
 
-// FuzzImportIACP feeds arbitrary bytes to ImportIACP. It may not panic or
+// FuzzImport feeds arbitrary bytes to Import. It may not panic or
 // change its input, and its errors must carry a code. Whatever it accepts
 // must sign as a direct message and export, and the export must import
 // back to the same draft.
-func FuzzImportIACP(f *testing.F) {
-	for _, v := range iacpVectors() {
-		f.Add(readIACPFile(f, v.name+".json"))
-		f.Add(readIACPFile(f, v.name+".export.json"))
+func FuzzImport(f *testing.F) {
+	for _, v := range vectors() {
+		f.Add(readVector(f, v.name+".json"))
+		f.Add(readVector(f, v.name+".export.json"))
 	}
-	f.Add(readIACPFile(f, "native.export.json"))
-	for _, c := range iacpBadCases(f) {
+	f.Add(readVector(f, "native.export.json"))
+	for _, c := range badCases(f) {
 		if len(c.in) < 64<<10 {
 			f.Add(c.in)
 		}
 	}
-	key, _ := iacpAgents(f)
+	key, _ := agents(f)
 	lim := protocol.DefaultLimits()
 
 	f.Fuzz(func(t *testing.T, b []byte) {
 		in := bytes.Clone(b)
-		imp, err := protocol.ImportIACP(b)
+		imp, err := iacp.Import(b)
 		if !bytes.Equal(b, in) {
-			t.Fatalf("ImportIACP modified its input")
+			t.Fatalf("Import modified its input")
 		}
 		if err != nil {
-			if imp != nil {
-				t.Fatalf("ImportIACP returned an import and %v", err)
+			if !reflect.DeepEqual(imp, iacp.Imported{}) {
+				t.Fatalf("Import returned an import and %v", err)
 			}
 			if protocol.Code(err) == "invalid" {
 				t.Fatalf("error %v wraps no sentinel", err)
@@ -740,13 +741,13 @@ func FuzzImportIACP(f *testing.F) {
 		if err := m.CheckDirect(imp.Recipient); err != nil {
 			t.Fatalf("signed import is not direct: %v", err)
 		}
-		out, err := protocol.ExportIACP(m)
+		out, err := iacp.Export(m)
 		if err != nil {
-			t.Fatalf("ExportIACP refused a signed import: %v", err)
+			t.Fatalf("Export refused a signed import: %v", err)
 		}
-		back, err := protocol.ImportIACP(out)
+		back, err := iacp.Import(out)
 		if err != nil {
-			t.Fatalf("ImportIACP refused its own export: %v\n%s", err, out)
+			t.Fatalf("Import refused its own export: %v\n%s", err, out)
 		}
 		if back.Recipient != imp.Recipient {
 			t.Fatalf("recipient %s after export, %s before", back.Recipient, imp.Recipient)
