@@ -16,9 +16,6 @@ import (
 	"github.com/weftmesh/weft/protocol"
 )
 
-// Version is weft's version, sent in the libp2p agent version
-// ("weft/<Version>").
-var Version = "0.1.0-dev"
 
 // DHT modes accepted in Config.DHTMode.
 const (

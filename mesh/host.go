@@ -19,6 +19,7 @@ import (
 	quic "github.com/libp2p/go-libp2p/p2p/transport/quic"
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
 
+	"github.com/weftmesh/weft/internal/version"
 	"github.com/weftmesh/weft/protocol"
 )
 
@@ -78,7 +79,7 @@ func newHost(key crypto.PrivKey, cfg Config, boot []peer.AddrInfo) (host.Host, e
 		libp2p.Security(tls.ID, tls.New),
 		libp2p.ResourceManager(rm),
 		libp2p.ConnectionManager(cm),
-		libp2p.UserAgent(protocol.AgentVersion + "/" + Version),
+		libp2p.UserAgent(protocol.AgentVersion + "/" + version.String()),
 		libp2p.DisableMetrics(), // no Prometheus registry: weft serves no /metrics
 		libp2p.EnableRelay(),
 		libp2p.EnableRelayService(relayv2.WithResources(relayRes)),
