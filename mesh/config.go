@@ -16,7 +16,6 @@ import (
 	"github.com/weftmesh/weft/protocol"
 )
 
-
 // DHT modes accepted in Config.DHTMode.
 const (
 	DHTServer = "server"
