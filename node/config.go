@@ -39,7 +39,9 @@ type Config struct {
 	// (0: mesh.DefaultSyncInterval; negative: only on joins and gaps).
 	SyncInterval time.Duration
 	// SyncWindow limits sync, and so history on join, to messages created
-	// this long before now (0: all history).
+	// this long before now (0: all history the limits accept). Sync never
+	// reaches further back than Limits.MaxAge: older messages would be
+	// refused, so peers agree not to offer them.
 	SyncWindow time.Duration
 	// SweepInterval is how often expired messages and those beyond
 	// retention are removed (0: store.DefaultSweepInterval).
@@ -79,6 +81,10 @@ func (c Config) Validate() error {
 	if c.SyncWindow < 0 {
 		return fmt.Errorf("config: negative sync window %v", c.SyncWindow)
 	}
+	if c.Limits.MaxAge > 0 && c.SyncWindow > c.Limits.MaxAge {
+		return fmt.Errorf("config: the sync window %v reaches further back than the max age %v, and messages older than that are refused: raise the max age (0: no bound) or shorten the window",
+			c.SyncWindow, c.Limits.MaxAge)
+	}
 	switch c.DHTMode {
 	case "server", "client", "auto":
 	default:
@@ -90,6 +96,15 @@ func (c Config) Validate() error {
 		return fmt.Errorf("config: reachability %q: want auto, public or private", c.Reachability)
 	}
 	return nil
+}
+
+// syncWindow is how far back sync reaches: the configured window, within
+// the max age (0: no bound).
+func (c Config) syncWindow() time.Duration {
+	if c.SyncWindow == 0 {
+		return c.Limits.MaxAge
+	}
+	return c.SyncWindow
 }
 
 func (c Config) identityPath() string { return filepath.Join(c.Home, "identity.key") }

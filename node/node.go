@@ -106,7 +106,7 @@ func (n *Node) startMesh(ctx context.Context) (err error) {
 		Logger:       log.With("part", "mesh"),
 		History:      n.store,
 		SyncInterval: cfg.SyncInterval,
-		SyncWindow:   cfg.SyncWindow,
+		SyncWindow:   cfg.syncWindow(),
 		Gater:        cfg.Gater,
 	})
 	if err != nil {

@@ -22,7 +22,8 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 	keepCount := fs.Int("keep-count", 0, "default retention: keep the newest N messages of each space (0: no limit; `weft join --keep-count` sets it per space)")
 	keepAge := fs.Duration("keep-age", 0, "default retention: keep messages younger than this, e.g. 720h (0: no limit)")
 	syncEvery := fs.Duration("sync-interval", 0, "how often to sync each space with a random member (default 30s; negative: only on joins and gaps)")
-	syncWindow := fs.Duration("sync-window", 0, "fetch only history created this long ago or later, e.g. 168h (0: all history)")
+	syncWindow := fs.Duration("sync-window", 0, "fetch only history created this long ago or later, e.g. 168h (0: all history within --max-age)")
+	maxAge := fs.Duration("max-age", protocol.DefaultMaxAge, "refuse messages from the network created longer ago than this, e.g. 720h (0: no bound; stored messages are always readable)")
 	name := fs.String("name", "", "this agent's name, for its agent card (kept)")
 	desc := fs.String("description", "", "what this agent does, for its agent card (kept)")
 	mcpListen := fs.String("mcp-listen", "", "also serve MCP (streamable HTTP at /mcp) on this loopback address, e.g. 127.0.0.1:7777, behind a bearer token ($WEFT_MCP_TOKEN, else a random one; written to <home>/mcp.token)")
@@ -46,6 +47,10 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 	cfg.Retention.MaxAge = *keepAge
 	cfg.SyncInterval = *syncEvery
 	cfg.SyncWindow = *syncWindow
+	if *maxAge < 0 {
+		return usageError{fmt.Sprintf("--max-age %v is negative", *maxAge)}
+	}
+	cfg.Limits.MaxAge = *maxAge
 	cfg.Card.Name, cfg.Card.Description = *name, *desc
 	cfg.MCPListen, cfg.MCPToken = *mcpListen, os.Getenv("WEFT_MCP_TOKEN")
 	for _, c := range caps {
