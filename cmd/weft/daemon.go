@@ -27,6 +27,7 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 	name := fs.String("name", "", "this agent's name, for its agent card (kept)")
 	desc := fs.String("description", "", "what this agent does, for its agent card (kept)")
 	mcpListen := fs.String("mcp-listen", "", "also serve MCP (streamable HTTP at /mcp) on this loopback address, e.g. 127.0.0.1:7777, behind a bearer token ($WEFT_MCP_TOKEN, else a random one; written to <home>/mcp.token)")
+	socketGroup := fs.String("socket-group", "", "also let the members of this group use the API socket (the socket becomes 0660 and the home 0710, of that group); the daemon's user and root always may, nobody else")
 	var caps stringList
 	fs.Var(&caps, "capability", "a capability this node offers, advertised in the DHT and on the LAN (repeatable; kept)")
 	if _, err := parse(fs, args, 0); err != nil {
@@ -53,6 +54,7 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 	cfg.Limits.MaxAge = *maxAge
 	cfg.Card.Name, cfg.Card.Description = *name, *desc
 	cfg.MCPListen, cfg.MCPToken = *mcpListen, os.Getenv("WEFT_MCP_TOKEN")
+	cfg.SocketGroup = *socketGroup
 	for _, c := range caps {
 		if err := protocol.CheckName(c); err != nil {
 			return usageError{"--capability: " + err.Error()}

@@ -35,6 +35,12 @@ type Config struct {
 	// MCPToken is that endpoint's bearer token; empty: a random one. Either
 	// way it is written to <home>/mcp.token (mode 0600) at start.
 	MCPToken string
+
+	// SocketGroup, when set, is a group (name or number) whose members may
+	// use the API socket too. The socket admits only the daemon's own user
+	// and root otherwise, checked by the peer's credentials, whatever the
+	// socket file's mode.
+	SocketGroup string
 }
 
 // Default returns the configuration of `weft daemon` without flags.
@@ -53,7 +59,22 @@ func (c Config) Validate() error {
 	if t := strings.TrimSpace(c.MCPToken); t != "" && len(t) < minMCPToken {
 		return fmt.Errorf("config: the MCP token is %d characters; use at least %d", len(t), minMCPToken)
 	}
+	if _, err := c.socketGID(); err != nil {
+		return err
+	}
 	return nil
+}
+
+// socketGID is the gid of the socket group, or -1 for none.
+func (c Config) socketGID() (int, error) {
+	if c.SocketGroup == "" {
+		return -1, nil
+	}
+	gid, err := lookupGroup(c.SocketGroup)
+	if err != nil {
+		return -1, fmt.Errorf("config: socket group %q: %w", c.SocketGroup, err)
+	}
+	return gid, nil
 }
 
 // SocketPath returns the socket the daemon serves its API on.
@@ -109,10 +130,15 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 			return nil, err
 		}
 	}
-	d.ln, err = listenSocket(cfg.SocketPath())
+	gid, err := cfg.socketGID()
 	if err != nil {
 		return nil, err
 	}
+	ln, err := listenSocket(cfg.SocketPath(), gid)
+	if err != nil {
+		return nil, err
+	}
+	d.ln = newCredListener(ln, gid, d.log.With("part", "api"))
 	d.log.Info("weft daemon ready", "id", d.node.ID(), "socket", cfg.SocketPath(), "addrs", d.node.Addrs())
 	return d, nil
 }
