@@ -7,6 +7,7 @@ import (
 	"os"
 
 	weftd "github.com/weftmesh/weft/node/daemon"
+	"github.com/weftmesh/weft/node/localapi"
 	"github.com/weftmesh/weft/protocol"
 )
 
@@ -28,6 +29,8 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 	desc := fs.String("description", "", "what this agent does, for its agent card (kept)")
 	mcpListen := fs.String("mcp-listen", "", "also serve MCP (streamable HTTP at /mcp) on this loopback address, e.g. 127.0.0.1:7777, behind a bearer token ($WEFT_MCP_TOKEN, else a random one; written to <home>/mcp.token)")
 	socketGroup := fs.String("socket-group", "", "also let the members of this group use the API socket (the socket becomes 0660 and the home 0710, of that group); the daemon's user and root always may, nobody else")
+	maxConns := fs.Int("api-max-conns", weftd.DefaultMaxConns, "most connections the API socket (and the MCP endpoint) serves at once; more wait their turn")
+	bodyTimeout := fs.Duration("api-body-timeout", localapi.DefaultBodyTimeout, "how long a client of the API may take to send a request body (a stream call's frames: as long as the call lasts); negative: no bound")
 	var caps stringList
 	fs.Var(&caps, "capability", "a capability this node offers, advertised in the DHT and on the LAN (repeatable; kept)")
 	if _, err := parse(fs, args, 0); err != nil {
@@ -55,6 +58,10 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 	cfg.Card.Name, cfg.Card.Description = *name, *desc
 	cfg.MCPListen, cfg.MCPToken = *mcpListen, os.Getenv("WEFT_MCP_TOKEN")
 	cfg.SocketGroup = *socketGroup
+	if *maxConns <= 0 {
+		return usageError{fmt.Sprintf("--api-max-conns %d: want at least 1", *maxConns)}
+	}
+	cfg.MaxConns, cfg.BodyTimeout = *maxConns, *bodyTimeout
 	for _, c := range caps {
 		if err := protocol.CheckName(c); err != nil {
 			return usageError{"--capability: " + err.Error()}

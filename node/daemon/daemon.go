@@ -4,6 +4,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -41,6 +42,15 @@ type Config struct {
 	// and root otherwise, checked by the peer's credentials, whatever the
 	// socket file's mode.
 	SocketGroup string
+
+	// MaxConns bounds the connections the API socket (and the MCP
+	// endpoint, each) serves at once; more wait to be accepted
+	// (0: DefaultMaxConns).
+	MaxConns int
+	// BodyTimeout bounds how long a client may take to send a request
+	// body; a stream call's frames may take as long as the call lasts
+	// (0: localapi.DefaultBodyTimeout; negative: no bound).
+	BodyTimeout time.Duration
 }
 
 // Default returns the configuration of `weft daemon` without flags.
@@ -62,7 +72,21 @@ func (c Config) Validate() error {
 	if _, err := c.socketGID(); err != nil {
 		return err
 	}
+	if c.MaxConns < 0 {
+		return fmt.Errorf("config: negative max connections %d", c.MaxConns)
+	}
 	return nil
+}
+
+// maxConns is the cap on the API's connections.
+func (c Config) maxConns() int { return cmp.Or(c.MaxConns, DefaultMaxConns) }
+
+// bodyTimeout is the bound on reading a request body (0: none).
+func (c Config) bodyTimeout() time.Duration {
+	if c.BodyTimeout < 0 {
+		return 0
+	}
+	return cmp.Or(c.BodyTimeout, localapi.DefaultBodyTimeout)
 }
 
 // socketGID is the gid of the socket group, or -1 for none.
@@ -118,13 +142,8 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 	}()
 	var bg context.Context
 	bg, d.cancel = context.WithCancel(context.Background())
-	d.api = &http.Server{
-		Handler:           localapi.New(localapi.FromNode(d.node), weftmcp.Path, d.mcpHandler()),
-		BaseContext:       func(net.Listener) context.Context { return bg }, // Close ends streams
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelDebug),
-	}
+	api := localapi.New(localapi.FromNode(d.node), weftmcp.Path, d.mcpHandler(), localapi.WithBodyTimeout(cfg.bodyTimeout()))
+	d.api = d.newServer(bg, api) // Close ends streams through bg
 	if cfg.MCPListen != "" {
 		if err := d.listenMCP(bg); err != nil {
 			return nil, err
@@ -138,7 +157,7 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 	if err != nil {
 		return nil, err
 	}
-	d.ln = newCredListener(ln, gid, d.log.With("part", "api"))
+	d.ln = d.limitConns(newCredListener(ln, gid, d.log.With("part", "api")))
 	d.log.Info("weft daemon ready", "id", d.node.ID(), "socket", cfg.SocketPath(), "addrs", d.node.Addrs())
 	return d, nil
 }

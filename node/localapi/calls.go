@@ -123,6 +123,9 @@ func (a *API) frames(w http.ResponseWriter, r *http.Request) {
 		writeError(w, api.CodeBadRequest, "not a stream call: answer with POST /v1/calls/{id}/reply")
 		return
 	}
+	// The frames come as the handler makes them: however slowly, for as
+	// long as the call lasts.
+	defer keepReading(r, func() bool { _, err := a.b.CallIsStream(id); return err == nil })()
 	br := bufio.NewReaderSize(r.Body, 64<<10)
 	limit := int(a.maxBody)
 	fail := func(why, answer string) {
