@@ -14,7 +14,7 @@ import (
 
 // Streaming tuning.
 const (
-	eventBatch     = 256              // messages read from the store per round
+	eventBatch     = 256              // messages read from the store per round (at most node.MaxAnswerBytes of them)
 	keepAlive      = 15 * time.Second // sent to an idle stream
 	eventWriteWait = time.Minute      // a reader that takes longer for one write is cut off
 	ndjson         = "application/x-ndjson"
@@ -107,7 +107,7 @@ func (a *API) streamEvents(w http.ResponseWriter, r *http.Request, space protoco
 	var buf []byte
 	for {
 		changed := a.b.Changed(space)
-		msgs, next, err := a.b.Read(space, after, eventBatch)
+		msgs, next, more, err := a.readBounded(space, after, eventBatch)
 		if err != nil {
 			s.write([]byte("event: error\ndata: " + strconv.Quote(err.Error()) + "\n\n"))
 			s.flush()
@@ -127,7 +127,7 @@ func (a *API) streamEvents(w http.ResponseWriter, r *http.Request, space protoco
 			return
 		}
 		after = next
-		if len(msgs) == eventBatch {
+		if more {
 			continue
 		}
 		select {

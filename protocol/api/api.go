@@ -114,7 +114,10 @@ type Message struct {
 // the end, and events followed after it are only those stored from then on.
 const EndCursor = "end"
 
-// Page is the answer of GET /v1/spaces/{space}/messages.
+// Page is the answer of GET /v1/spaces/{space}/messages. It holds at most
+// ?limit= messages, and fewer when they would pass the daemon's byte
+// budget for one answer (4 MiB, always at least one message): read on
+// from Next until a page is empty.
 type Page struct {
 	Messages []Message `json:"messages"`
 	Next     string    `json:"next"` // pass as ?after= to continue; unchanged when nothing new
