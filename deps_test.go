@@ -8,8 +8,9 @@ import (
 
 // TestDependencyRules enforces DESIGN.md's layering: protocol imports none of
 // weft and neither a libp2p host nor Badger; store does not know libp2p's
-// host; mesh does not know the store or the daemon; the API types and the Go
-// client stay free of libp2p and Badger so any program can link them.
+// host; mesh does not know the store or the daemon; the outbox knows
+// neither the mesh nor the daemon; the API types and the Go client stay free
+// of libp2p and Badger so any program can link them.
 func TestDependencyRules(t *testing.T) {
 	const mod = "github.com/weftmesh/weft"
 	rules := []struct {
@@ -22,6 +23,7 @@ func TestDependencyRules(t *testing.T) {
 		{mod + "/store", []string{mod + "/mesh", mod + "/node", "github.com/libp2p/go-libp2p/p2p/", "github.com/libp2p/go-libp2p-pubsub"}},
 		{mod + "/mesh", []string{mod + "/store", mod + "/node", "github.com/dgraph-io/badger"}},
 		{mod + "/mesh/agent", []string{mod + "/store", mod + "/node", "github.com/dgraph-io/badger"}},
+		{mod + "/node/outbox", []string{mod + "/mesh", mod + "/node", "github.com/libp2p/go-libp2p/p2p/"}},
 	}
 	for _, r := range rules {
 		out, err := exec.Command("go", "list", "-deps", r.pkg).Output()
