@@ -67,7 +67,7 @@ func New(h host.Host, inbox Inbox, opts ...Option) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{h: h, inbox: inbox, cfg: cfg}
-	h.SetStreamHandler(protocol.DirectProtocol, s.handle)
+	h.SetStreamHandler(protocol.DirectProtocol, s.scoped(s.handle))
 	return s, nil
 }
 
