@@ -90,7 +90,7 @@ func (c *Client) http() *http.Client {
 			}
 		}
 		c.hc = &http.Client{Transport: &http.Transport{
-			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) { return dial(ctx) },
+			DialContext:         func(ctx context.Context, _, _ string) (net.Conn, error) { return dial(ctx) },
 			MaxIdleConnsPerHost: 16,
 		}}
 	})
