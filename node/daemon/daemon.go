@@ -111,6 +111,7 @@ type Daemon struct {
 	node *node.Node
 	api  *http.Server
 	ln   net.Listener
+	mem  *memListener // the API in memory, for the daemon's own MCP server
 
 	mcpSrv *http.Server // MCP on loopback TCP, when configured
 	mcpLn  net.Listener
@@ -127,7 +128,7 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	d := &Daemon{cfg: cfg, log: cfg.Logger}
+	d := &Daemon{cfg: cfg, log: cfg.Logger, mem: newMemListener()}
 	if d.log == nil {
 		d.log = slog.New(slog.DiscardHandler)
 	}
@@ -158,6 +159,7 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 		return nil, err
 	}
 	d.ln = d.limitConns(newCredListener(ln, gid, d.log.With("part", "api")))
+	d.wg.Go(func() { _ = d.api.Serve(d.mem) })
 	d.log.Info("weft daemon ready", "id", d.node.ID(), "socket", cfg.SocketPath(), "addrs", d.node.Addrs())
 	return d, nil
 }
