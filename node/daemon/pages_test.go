@@ -18,13 +18,16 @@ import (
 // message size limit.
 var heavyPad = strings.Repeat("x", protocol.MaxMessageSize-2048)
 
-// TestPagesBoundedInBytes: 100 messages of ~1 MiB read with limit=100
-// come in pages of at most node.MaxAnswerBytes (plus one message), and
-// following next returns each exactly once, in order. A thread of ~1 MiB
-// replies stops at the budget too, marked truncated. Such a page took the
-// daemon's memory to 833 MB.
+// TestPagesBoundedInBytes: 100 messages of ~1 MiB (25 under -race) read
+// with limit=100 come in pages of at most node.MaxAnswerBytes (plus one
+// message), and following next returns each exactly once, in order. A
+// thread of ~1 MiB replies stops at the budget too, marked truncated. Such
+// a page took the daemon's memory to 833 MB.
 func TestPagesBoundedInBytes(t *testing.T) {
-	const total = 100
+	total := 100
+	if raceEnabled {
+		total = 25 // still six budgets' worth; 100 took minutes under -race
+	}
 	d, c := startNode(t, nil)
 	ctx := t.Context()
 	sp, _, err := d.node.Join("heavy", nil)
