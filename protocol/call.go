@@ -89,6 +89,7 @@ const (
 	CodeBadRequest    = "bad_request"       // malformed request or frame
 	CodeOverloaded    = "overloaded"        // too many calls in flight
 	CodeRefused       = "refused"           // a direct message was not accepted
+	CodeForbidden     = "forbidden"         // the callee's call policy does not allow the caller
 	CodeInternal      = "internal"
 )
 
@@ -131,6 +132,11 @@ type Capability struct {
 	Description  string          `json:"description,omitempty"`
 	InputSchema  json.RawMessage `json:"input_schema,omitempty"`  // JSON schema
 	OutputSchema json.RawMessage `json:"output_schema,omitempty"` // JSON schema
+	// Access says who may call it: "anyone", or "restricted" (only the
+	// peers the node trusts or lists; others get forbidden). Set by the
+	// node for the names its handlers serve; absent for a capability no
+	// handler serves now.
+	Access string `json:"access,omitempty"`
 }
 
 // Has reports whether c offers capability name.

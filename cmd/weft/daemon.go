@@ -26,6 +26,10 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 	name := fs.String("name", "", "this agent's name, for its agent card (kept)")
 	desc := fs.String("description", "", "what this agent does, for its agent card (kept)")
 	mcpListen := fs.String("mcp-listen", "", "also serve MCP (streamable HTTP at /mcp) on this loopback address, e.g. 127.0.0.1:7777, behind a bearer token ($WEFT_MCP_TOKEN, else a random one; written to <home>/mcp.token)")
+	dmPolicy := fs.String("dm-policy", "anyone", "who may send this node direct messages: anyone (peers it does not trust within --dm-rate and --dm-quota) or trusted (peers on `weft trust list` only)")
+	dmRate := fs.Float64("dm-rate", 0, "direct messages a second a peer this node does not trust may send (default 10)")
+	dmBurst := fs.Int("dm-burst", 0, "bursts of direct messages such a peer may send at once (default 50)")
+	dmQuota := fs.Int("dm-quota", 0, "direct messages of such a peer the inbox holds at most (default 1000; all such peers together: 10000)")
 	var caps stringList
 	fs.Var(&caps, "capability", "a capability this node offers, advertised in the DHT and on the LAN (repeatable; kept)")
 	if _, err := parse(fs, args, 0); err != nil {
@@ -46,6 +50,22 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 	cfg.Retention.MaxAge = *keepAge
 	cfg.SyncInterval = *syncEvery
 	cfg.SyncWindow = *syncWindow
+	if *dmRate < 0 || *dmBurst < 0 || *dmQuota < 0 {
+		return usageError{"--dm-rate, --dm-burst and --dm-quota must not be negative"}
+	}
+	if *dmPolicy != "anyone" && *dmPolicy != "trusted" {
+		return usageError{fmt.Sprintf("--dm-policy %q: want anyone or trusted", *dmPolicy)}
+	}
+	cfg.DM.Policy = *dmPolicy
+	if *dmRate > 0 {
+		cfg.DM.Rate = *dmRate
+	}
+	if *dmBurst > 0 {
+		cfg.DM.Burst = *dmBurst
+	}
+	if *dmQuota > 0 {
+		cfg.DM.Quota = *dmQuota
+	}
 	cfg.Card.Name, cfg.Card.Description = *name, *desc
 	cfg.MCPListen, cfg.MCPToken = *mcpListen, os.Getenv("WEFT_MCP_TOKEN")
 	for _, c := range caps {

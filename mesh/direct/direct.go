@@ -7,7 +7,8 @@
 // with a JSON protocol.DirectAck frame, in order: {"ok":true} once the
 // message is durably in its inbox (or already was), or {"error":{…}} when
 // it refuses the message (malformed, bad signature, expired, not addressed
-// to it, not sent by the stream's peer). A refused message is not stored,
+// to it, not sent by the stream's peer, or refused by the inbox's own
+// policy: see Inbox). A refused message is not stored,
 // and the stream stays usable; a frame that cannot be read (over the size
 // limit, truncated) gets an error ack and the stream is closed.
 //
@@ -36,8 +37,10 @@ import (
 // Inbox stores the direct messages this node receives.
 type Inbox interface {
 	// Receive stores m, already validated and addressed to this node,
-	// durably; it returns nil once m is stored or if it already was. It
-	// may be called concurrently.
+	// durably; it returns nil once m is stored or if it already was. To
+	// refuse m (a policy, a rate, a quota) it returns a
+	// *protocol.CallError, which the sender gets as the refusal; any other
+	// error is a failure to store it. It may be called concurrently.
 	Receive(ctx context.Context, m *protocol.Message) error
 }
 
@@ -121,6 +124,11 @@ func (s *Service) receive(from peer.ID, b []byte) *protocol.CallError {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.timeout)
 	defer cancel()
 	if err := s.inbox.Receive(ctx, m); err != nil {
+		var refusal *protocol.CallError
+		if errors.As(err, &refusal) {
+			s.cfg.log.Debug("direct: message refused by the inbox", "peer", from, "id", m.ID, "err", err)
+			return refusal
+		}
 		s.cfg.log.Warn("direct: store message", "id", m.ID, "err", err)
 		return protocol.Errorf(protocol.CodeInternal, "recipient could not store the message")
 	}

@@ -35,7 +35,8 @@ func serve(t *testing.T, c *client.Client, fn client.HandlerFunc, names ...strin
 // make it six times larger than the limits checked), and the handler
 // stays registered.
 func TestInvokeEscapableContent(t *testing.T) {
-	_, ca, b, cb := pair(t)
+	a, ca, b, cb := pair(t)
+	trust(t, cb, a)
 	serve(t, cb, func(_ context.Context, c api.IncomingCall, _ func(json.RawMessage) error) (json.RawMessage, map[string]string, error) {
 		return c.Input, nil, nil
 	}, "echo")
@@ -57,7 +58,8 @@ func TestInvokeEscapableContent(t *testing.T) {
 // size limit) fails the call at once with handler_failed instead of
 // leaving the caller waiting for its deadline.
 func TestRefusedAnswerFailsTheCall(t *testing.T) {
-	_, ca, b, cb := pair(t)
+	a, ca, b, cb := pair(t)
+	trust(t, cb, a)
 	serve(t, cb, func(context.Context, api.IncomingCall, func(json.RawMessage) error) (json.RawMessage, map[string]string, error) {
 		return json.RawMessage(`"` + strings.Repeat("x", 2<<20) + `"`), nil, nil
 	}, "big")

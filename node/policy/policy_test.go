@@ -94,7 +94,7 @@ func TestTrustList(t *testing.T) {
 	if err != nil || isNew || ta.Name != "alice2" || !ta.Added.Equal(t0) {
 		t.Fatalf("rename a: %+v new %v %v; want the name changed, added kept", ta, isNew, err)
 	}
-	if !tl.Has(a) || !tl.Has(b) || tl.Has(newPeer(t)) {
+	if !tl.IsTrusted(a) || !tl.IsTrusted(b) || tl.IsTrusted(newPeer(t)) {
 		t.Fatal("Has is wrong")
 	}
 	// Durable: a new load sees the same list.
@@ -112,7 +112,7 @@ func TestTrustList(t *testing.T) {
 		t.Fatalf("remove a again: %v %v", removed, err)
 	}
 	again, _ = LoadTrust(path)
-	if again.Has(a) || !again.Has(b) {
+	if again.IsTrusted(a) || !again.IsTrusted(b) {
 		t.Fatalf("after remove, reloaded %+v", again.List())
 	}
 	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {

@@ -67,8 +67,8 @@ func LoadTrust(path string) (*TrustList, error) {
 	return tl, nil
 }
 
-// Has reports whether p is trusted.
-func (tl *TrustList) Has(p peer.ID) bool {
+// IsTrusted reports whether p is trusted (TrustList is a Relations).
+func (tl *TrustList) IsTrusted(p peer.ID) bool {
 	tl.mu.RLock()
 	defer tl.mu.RUnlock()
 	_, ok := tl.peers[p]
