@@ -147,12 +147,21 @@ func TestCallPolicySeveralHandlers(t *testing.T) {
 	if open.Load() != 20 || closed.Load() != 0 {
 		t.Fatalf("open handler served %d, trusted-only one %d; want 20 and 0", open.Load(), closed.Load())
 	}
-	card, err := cb.Card(ctx)
+	// A static capability of the same name keeps its description and gets
+	// the handlers' access; one no handler serves claims none.
+	caps := []api.Capability{{Name: "mixed", Description: "static", Access: "restricted"}, {Name: "static_only", Access: "anyone"}}
+	if _, err := cb.SetCard(ctx, api.CardUpdate{Capabilities: &caps}); err != nil {
+		t.Fatal(err)
+	}
+	card, err := ca.PeerCard(ctx, b.ID().String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := accessOf(card, "mixed"); got != "anyone" {
-		t.Fatalf("card: mixed has access %q, want anyone", got)
+		t.Errorf("card: mixed has access %q, want anyone", got)
+	}
+	if got := accessOf(card, "static_only"); got != "" {
+		t.Errorf("card: static_only, which no handler serves, has access %q, want none", got)
 	}
 }
 
