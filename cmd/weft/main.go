@@ -46,7 +46,7 @@ func (e usageError) Error() string { return e.msg }
 
 func commands() []command {
 	return []command{
-		{"daemon", "[--listen MULTIADDR]... [--bootstrap MULTIADDR]... [--no-mdns]", "run the weft daemon (a libp2p node with the local API)", runDaemon},
+		{"daemon", "[--listen MULTIADDR]... [--bootstrap MULTIADDR]... [--no-mdns] [--dm-policy anyone|trusted]", "run the weft daemon (a libp2p node with the local API)", runDaemon},
 		{"demo", "[--nodes N]", "start a small local mesh of real daemons and watch them talk", runDemo},
 		{"id", "[--json]", "this node's peer ID and addresses", runID},
 		{"peers", "[--json]", "connected peers", runPeers},
