@@ -139,7 +139,7 @@ func allowedText(allow []string) string {
 		}
 	}
 	if len(who) == 0 {
-		return "trusted peers"
+		return "trusted peers only"
 	}
 	return strings.Join(who, ", ") + " only"
 }

@@ -16,11 +16,18 @@ import (
 // serve runs fn as a handler of names on c until the test ends.
 func serve(t *testing.T, c *client.Client, fn client.HandlerFunc, names ...string) {
 	t.Helper()
+	serveReq(t, c, api.HandlerRequest{Names: names}, fn)
+}
+
+// serveReq registers fn with req on c, waits until the daemon has it, and
+// unregisters it when the test ends.
+func serveReq(t testing.TB, c *client.Client, req api.HandlerRequest, fn client.HandlerFunc) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ready, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
-		c.Serve(ctx, api.HandlerRequest{Names: names}, fn, func() { close(ready) })
+		c.Serve(ctx, req, fn, func() { close(ready) })
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 	select {

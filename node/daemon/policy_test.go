@@ -28,22 +28,11 @@ import (
 func serveAllow(t *testing.T, c *client.Client, name string, allow []string) *atomic.Int64 {
 	t.Helper()
 	var calls atomic.Int64
-	ctx, cancel := context.WithCancel(context.Background())
-	ready, done := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		c.Serve(ctx, api.HandlerRequest{Names: []string{name}, Allow: allow},
-			func(_ context.Context, call api.IncomingCall, _ func(json.RawMessage) error) (json.RawMessage, map[string]string, error) {
-				calls.Add(1)
-				return json.RawMessage(`"ok"`), nil, nil
-			}, func() { close(ready) })
-	}()
-	t.Cleanup(func() { cancel(); <-done })
-	select {
-	case <-ready:
-	case <-time.After(10 * time.Second):
-		t.Fatal("handler not registered")
-	}
+	serveReq(t, c, api.HandlerRequest{Names: []string{name}, Allow: allow},
+		func(context.Context, api.IncomingCall, func(json.RawMessage) error) (json.RawMessage, map[string]string, error) {
+			calls.Add(1)
+			return json.RawMessage(`"ok"`), nil, nil
+		})
 	return &calls
 }
 
