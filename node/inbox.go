@@ -62,18 +62,22 @@ func (n *Node) receiveDM(ctx context.Context, m *protocol.Message) error {
 // dmRefusal is what a refused sender is told. A forbidden message is
 // refused for good (code refused: the sender's outbox dead-letters it); one
 // over a rate or a quota is overloaded, which the sender's outbox retries.
-// The reason is the message's first word.
+// The Reason is the verdict ("forbidden", "rate_limited", "quota"), also
+// the first word of the message.
 func (n *Node) dmRefusal(from peer.ID, v policy.Verdict) *protocol.CallError {
 	c := n.gate.Config()
+	var e *protocol.CallError
 	switch v {
 	case policy.Forbidden:
-		return protocol.Errorf(protocol.CodeRefused, "forbidden: this node takes direct messages from trusted peers only")
+		e = protocol.Errorf(protocol.CodeRefused, "forbidden: this node takes direct messages from trusted peers only")
 	case policy.RateLimited:
-		return protocol.Errorf(protocol.CodeOverloaded, "rate_limited: a peer this node does not trust may send %g messages a second (bursts of %d), and all of them together %g; retry later", c.Rate, c.Burst, c.AllRate)
+		e = protocol.Errorf(protocol.CodeOverloaded, "rate_limited: a peer this node does not trust may send %g messages a second (bursts of %d), and all of them together %g; retry later", c.Rate, c.Burst, c.AllRate)
 	default:
 		mine, all := n.gate.Held(from)
-		return protocol.Errorf(protocol.CodeOverloaded, "quota: the inbox holds %d messages from you (at most %d from a peer it does not trust) and %d from all such peers (at most %d); retry later", mine, c.Quota, all, c.AllQuota)
+		e = protocol.Errorf(protocol.CodeOverloaded, "quota: the inbox holds %d messages from you (at most %d from a peer it does not trust) and %d from all such peers (at most %d); retry later", mine, c.Quota, all, c.AllQuota)
 	}
+	e.Reason = v.String()
+	return e
 }
 
 // recountDue reports whether the last recount is older than recountEvery.

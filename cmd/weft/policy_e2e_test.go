@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weftmesh/weft/internal/testbed"
 	"github.com/weftmesh/weft/node/client"
 	"github.com/weftmesh/weft/protocol/api"
 )
@@ -24,10 +25,10 @@ func exists(path string) bool {
 // invokeForbidden runs `weft invoke PEER NAME` on c, which must fail with
 // forbidden.
 func (c cli) invokeForbidden(peer, name string) {
-	c.t.Helper()
-	out, errs, code, _ := c.runWithin(20*time.Second, "invoke", peer, name, "--json", `{"x":1}`)
+	c.T.Helper()
+	out, errs, code, _ := c.RunWithin(20*time.Second, "invoke", peer, name, "--json", `{"x":1}`)
 	if code == 0 || !strings.Contains(errs, "takes calls only from peers this node trusts") {
-		c.t.Fatalf("invoke %s: exit %d, stdout %q, stderr %q; want a refusal (forbidden)", name, code, out, errs)
+		c.T.Fatalf("invoke %s: exit %d, stdout %q, stderr %q; want a refusal (forbidden)", name, code, out, errs)
 	}
 }
 
@@ -41,13 +42,13 @@ func TestHandleExecStranger(t *testing.T) {
 	a, b, _, _ := pair(t, "/ip4/127.0.0.1/tcp/0")
 	aID, _ := a.id()
 	bID, _ := b.id()
-	dir := newHome(t)
+	dir := t.TempDir()
 	marker := filepath.Join(dir, "ran")
 	run := script(t, dir, "run.sh", "touch '"+marker+"'\ncat\n")
 
 	h := startHandler(t, b, "run", "--exec", run)
-	if !strings.Contains(h.stderr.String(), "to trusted peers only") {
-		t.Errorf("weft handle does not say who may call: %q", h.stderr.String())
+	if !strings.Contains(h.Stderr.String(), "to trusted peers only") {
+		t.Errorf("weft handle does not say who may call: %q", h.Stderr.String())
 	}
 	a.invokeForbidden(bID, "run")
 	_, err := a.goClient().Invoke(t.Context(), api.InvokeRequest{Peer: bID, Name: "run"})
@@ -58,15 +59,15 @@ func TestHandleExecStranger(t *testing.T) {
 		t.Fatal("a stranger's call ran the handler's command")
 	}
 
-	if out := b.ok("trust", "add", aID, "--name", "alice"); !strings.Contains(out, "trusted "+aID+"  (alice)") {
+	if out := b.OK("trust", "add", aID, "--name", "alice"); !strings.Contains(out, "trusted "+aID+"  (alice)") {
 		t.Fatalf("trust add printed %q", out)
 	}
 	var list api.TrustList
-	if err := json.Unmarshal([]byte(b.ok("trust", "list", "--json")), &list); err != nil ||
+	if err := json.Unmarshal([]byte(b.OK("trust", "list", "--json")), &list); err != nil ||
 		len(list.Peers) != 1 || list.Peers[0].Peer != aID || list.Peers[0].Name != "alice" {
 		t.Fatalf("trust list --json: %+v, %v", list, err)
 	}
-	if out, errs, code, _ := a.runWithin(20*time.Second, "invoke", bID, "run", "--json", `{"x":1}`); code != 0 || strings.TrimSpace(out) != `{"x":1}` {
+	if out, errs, code, _ := a.RunWithin(20*time.Second, "invoke", bID, "run", "--json", `{"x":1}`); code != 0 || strings.TrimSpace(out) != `{"x":1}` {
 		t.Fatalf("invoke as a trusted peer: exit %d, %q, %q", code, out, errs)
 	}
 	if !exists(marker) {
@@ -74,7 +75,7 @@ func TestHandleExecStranger(t *testing.T) {
 	}
 	os.Remove(marker)
 
-	if out := b.ok("trust", "remove", aID); !strings.Contains(out, "no longer trusted") {
+	if out := b.OK("trust", "remove", aID); !strings.Contains(out, "no longer trusted") {
 		t.Fatalf("trust remove printed %q", out)
 	}
 	a.invokeForbidden(bID, "run")
@@ -83,20 +84,20 @@ func TestHandleExecStranger(t *testing.T) {
 	}
 
 	startHandler(t, b, "run_listed", "--exec", run, "--allow", aID)
-	if out, errs, code, _ := a.runWithin(20*time.Second, "invoke", bID, "run_listed"); code != 0 {
+	if out, errs, code, _ := a.RunWithin(20*time.Second, "invoke", bID, "run_listed"); code != 0 {
 		t.Fatalf("invoke a handler that lists the caller: exit %d, %q, %q", code, out, errs)
 	}
 	os.Remove(marker)
 	startHandler(t, b, "run_open", "--exec", run, "--allow", "anyone")
-	if out, errs, code, _ := a.runWithin(20*time.Second, "invoke", bID, "run_open"); code != 0 {
+	if out, errs, code, _ := a.RunWithin(20*time.Second, "invoke", bID, "run_open"); code != 0 {
 		t.Fatalf("invoke a handler open to anyone: exit %d, %q, %q", code, out, errs)
 	}
-	if _, errs, code := b.run("handle", "x", "--exec", "cat", "--allow", "everyone"); code == 0 || !strings.Contains(errs, "everyone") {
+	if _, errs, code := b.Run("handle", "x", "--exec", "cat", "--allow", "everyone"); code == 0 || !strings.Contains(errs, "everyone") {
 		t.Fatalf("--allow everyone: exit %d, %q; want a refusal", code, errs)
 	}
 
 	var card api.Card
-	if err := json.Unmarshal([]byte(a.ok("card", bID, "--json")), &card); err != nil {
+	if err := json.Unmarshal([]byte(a.OK("card", bID, "--json")), &card); err != nil {
 		t.Fatal(err)
 	}
 	access := make(map[string]string)
@@ -112,31 +113,29 @@ func TestHandleExecStranger(t *testing.T) {
 // stranger's direct message for good (the sender's outbox dead-letters it,
 // saying why) and takes a trusted peer's.
 func TestDaemonDMPolicyTrusted(t *testing.T) {
-	bin := weftBinary(t)
-	a := cli{t, bin, newHome(t)}
-	b := cli{t, bin, newHome(t)}
+	a, b := newCLI(t), newCLI(t)
 	startDaemon(t, a, "--listen", "/ip4/127.0.0.1/tcp/0", "--dm-policy", "trusted")
 	aID, aAddrs := a.id()
 	startDaemon(t, b, "--listen", "/ip4/127.0.0.1/tcp/0", "--bootstrap", aAddrs[0])
 	bID, _ := b.id()
 	a.waitConnected(bID)
-	if _, errs, _ := a.run("trust", "list"); !strings.Contains(errs, "trusted peers only") {
+	if _, errs, _ := a.Run("trust", "list"); !strings.Contains(errs, "trusted peers only") {
 		t.Errorf("trust list does not tell the DM policy: %q", errs)
 	}
 
-	if out := b.ok("dm", aID, "--text", "let me in"); !strings.HasSuffix(strings.TrimSpace(out), "queued") {
+	if out := b.OK("dm", aID, "--text", "let me in"); !strings.HasSuffix(strings.TrimSpace(out), "queued") {
 		t.Fatalf("a stranger's DM: %q, want queued (refused)", out)
 	}
-	poll(t, 20*time.Second, "the refused DM in the dead letters", func() (bool, string) {
+	testbed.Poll(t, 20*time.Second, "the refused DM in the dead letters", func() (bool, string) {
 		dead := b.outbox(true)
-		return len(dead) == 1 && strings.Contains(dead[0].Reason, "forbidden"), b.ok("outbox", "--dead", "--json")
+		return len(dead) == 1 && strings.Contains(dead[0].Reason, "forbidden"), b.OK("outbox", "--dead", "--json")
 	})
 	if in := a.inbox(); len(in) != 0 {
 		t.Fatalf("a's inbox holds %d messages from a stranger", len(in))
 	}
 
-	a.ok("trust", "add", bID)
-	if out := b.ok("dm", aID, "--text", "trusted now"); !strings.HasSuffix(strings.TrimSpace(out), "delivered") {
+	a.OK("trust", "add", bID)
+	if out := b.OK("dm", aID, "--text", "trusted now"); !strings.HasSuffix(strings.TrimSpace(out), "delivered") {
 		t.Fatalf("a trusted peer's DM: %q, want delivered", out)
 	}
 	if in := a.inbox(); len(in) != 1 || in[0].From != bID {

@@ -19,6 +19,8 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/weftmesh/weft/internal/jsonx"
+
 	"github.com/weftmesh/weft/protocol/api"
 )
 
@@ -59,6 +61,9 @@ func IsCode(err error, code string) bool {
 type Client struct {
 	Home   string // data dir; "" = DefaultHome()
 	Socket string // socket path; overrides Home
+	// Dial, when set, opens connections to the daemon instead of its
+	// socket (the daemon's own MCP server reaches its API in memory).
+	Dial func(ctx context.Context) (net.Conn, error)
 
 	once sync.Once
 	hc   *http.Client
@@ -79,11 +84,15 @@ func (c *Client) SocketPath() string {
 func (c *Client) http() *http.Client {
 	c.once.Do(func() {
 		path := c.SocketPath()
-		c.hc = &http.Client{Transport: &http.Transport{
-			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		dial := c.Dial
+		if dial == nil {
+			dial = func(ctx context.Context) (net.Conn, error) {
 				var d net.Dialer
 				return d.DialContext(ctx, "unix", path)
-			},
+			}
+		}
+		c.hc = &http.Client{Transport: &http.Transport{
+			DialContext:         func(ctx context.Context, _, _ string) (net.Conn, error) { return dial(ctx) },
 			MaxIdleConnsPerHost: 16,
 		}}
 	})
@@ -254,14 +263,5 @@ func (c *Client) Thread(ctx context.Context, id string, up bool, depth int) (api
 	return t, c.do(ctx, http.MethodGet, "/v1/messages/"+url.PathEscape(id)+"/thread?"+q.Encode(), nil, &t)
 }
 
-// marshal is json.Marshal without HTML escaping, so content reaches the
-// daemon (and its signature) as the agent wrote it.
-func marshal(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
-}
+// marshal is jsonx.Marshal: agents' JSON as they wrote it.
+var marshal = jsonx.Marshal

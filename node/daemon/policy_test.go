@@ -292,7 +292,7 @@ func TestDMFlood(t *testing.T) {
 			t.Errorf("a stranger got %d messages in, more than its quota of %d", ok, quota)
 		}
 		for _, r := range refusals {
-			if r.Code != protocol.CodeOverloaded || !strings.HasPrefix(r.Message, "quota:") {
+			if r.Code != protocol.CodeOverloaded || r.Reason != "quota" || !strings.HasPrefix(r.Message, "quota:") {
 				t.Fatalf("refusal %v, want overloaded (quota:…), which the sender may retry", r)
 			}
 		}
@@ -347,7 +347,7 @@ func TestDMRateLimit(t *testing.T) {
 	if ok != 3 || len(refusals) != 7 {
 		t.Fatalf("a burst of 10: %d in, %d refused; want 3 and 7", ok, len(refusals))
 	}
-	if r := refusals[0]; r.Code != protocol.CodeOverloaded || !strings.HasPrefix(r.Message, "rate_limited:") {
+	if r := refusals[0]; r.Code != protocol.CodeOverloaded || r.Reason != "rate_limited" || !strings.HasPrefix(r.Message, "rate_limited:") {
 		t.Fatalf("refusal %v, want overloaded (rate_limited:…)", r)
 	}
 
@@ -396,7 +396,7 @@ func TestDMPolicyTrusted(t *testing.T) {
 	n, cn := startNode(t, func(c *Config) { c.DM.Policy = policy.DMTrusted })
 	s := newStranger(t, n)
 	if ok, refusals := s.send(1); ok != 0 || len(refusals) != 1 || refusals[0].Code != protocol.CodeRefused ||
-		!strings.HasPrefix(refusals[0].Message, "forbidden:") {
+		refusals[0].Reason != "forbidden" || !strings.HasPrefix(refusals[0].Message, "forbidden:") {
 		t.Fatalf("raw stranger: %d in, refusals %v; want refused (forbidden:…)", ok, refusals)
 	}
 

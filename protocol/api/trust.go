@@ -37,9 +37,9 @@ type Untrusted struct {
 // or "trusted". Trusted peers are never limited; each stranger may send
 // Rate messages a second (bursts of Burst) and have Quota held in the
 // inbox, and all strangers together AllRate, AllBurst and AllQuota. A
-// refusal is acknowledged to the sender: refused ("forbidden: …") for
-// good, or overloaded ("rate_limited: …", "quota: …"), which its outbox
-// retries.
+// refusal is acknowledged to the sender: refused with reason "forbidden"
+// for good, or overloaded with reason "rate_limited" or "quota", which its
+// outbox retries.
 type DMPolicy struct {
 	Policy   string  `json:"policy"`
 	Rate     float64 `json:"rate"`
