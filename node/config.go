@@ -11,6 +11,7 @@ import (
 
 	"github.com/weftmesh/weft/internal/version"
 	"github.com/weftmesh/weft/node/client"
+	"github.com/weftmesh/weft/node/policy"
 	"github.com/weftmesh/weft/protocol"
 	"github.com/weftmesh/weft/store"
 )
@@ -47,6 +48,12 @@ type Config struct {
 	// retention are removed (0: store.DefaultSweepInterval).
 	SweepInterval time.Duration
 
+	// DM is who may put direct messages in this node's inbox, and how
+	// many: the policy ("anyone", the default, or "trusted") and the
+	// strangers' rates and quotas (zero fields: policy.DefaultDM's).
+	// Trusted peers (Node.Trust) are never limited.
+	DM policy.DMConfig
+
 	// Card sets this node's agent card name, description and static
 	// capabilities (stored; empty fields keep the stored ones; ID and
 	// Version are ignored).
@@ -64,6 +71,7 @@ func Default() Config {
 		MDNS:    true,
 		DHTMode: "server",
 		Limits:  protocol.DefaultLimits(),
+		DM:      policy.DefaultDM(),
 	}
 }
 
@@ -77,6 +85,9 @@ func (c Config) Validate() error {
 	}
 	if c.Retention.MaxCount < 0 || c.Retention.MaxAge < 0 {
 		return fmt.Errorf("config: negative retention %+v", c.Retention)
+	}
+	if err := c.DM.Validate(); err != nil {
+		return fmt.Errorf("config: %w", err)
 	}
 	if c.SyncWindow < 0 {
 		return fmt.Errorf("config: negative sync window %v", c.SyncWindow)

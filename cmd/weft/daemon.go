@@ -31,6 +31,10 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 	socketGroup := fs.String("socket-group", "", "also let the members of this group use the API socket (the socket becomes 0660 and the home 0710, of that group); the daemon's user and root always may, nobody else")
 	maxConns := fs.Int("api-max-conns", weftd.DefaultMaxConns, "most connections the API socket (and the MCP endpoint) serves at once; more wait their turn")
 	bodyTimeout := fs.Duration("api-body-timeout", localapi.DefaultBodyTimeout, "how long a client of the API may take to send a request body (a stream call's frames: as long as the call lasts); negative: no bound")
+	dmPolicy := fs.String("dm-policy", "anyone", "who may send this node direct messages: anyone (peers it does not trust within --dm-rate and --dm-quota) or trusted (peers on `weft trust list` only)")
+	dmRate := fs.Float64("dm-rate", 0, "direct messages a second a peer this node does not trust may send (default 10)")
+	dmBurst := fs.Int("dm-burst", 0, "bursts of direct messages such a peer may send at once (default 50)")
+	dmQuota := fs.Int("dm-quota", 0, "direct messages of such a peer the inbox holds at most (default 1000; all such peers together: 10000)")
 	var caps stringList
 	fs.Var(&caps, "capability", "a capability this node offers, advertised in the DHT and on the LAN (repeatable; kept)")
 	if _, err := parse(fs, args, 0); err != nil {
@@ -55,6 +59,22 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 		return usageError{fmt.Sprintf("--max-age %v is negative", *maxAge)}
 	}
 	cfg.Limits.MaxAge = *maxAge
+	if *dmRate < 0 || *dmBurst < 0 || *dmQuota < 0 {
+		return usageError{"--dm-rate, --dm-burst and --dm-quota must not be negative"}
+	}
+	if *dmPolicy != "anyone" && *dmPolicy != "trusted" {
+		return usageError{fmt.Sprintf("--dm-policy %q: want anyone or trusted", *dmPolicy)}
+	}
+	cfg.DM.Policy = *dmPolicy
+	if *dmRate > 0 {
+		cfg.DM.Rate = *dmRate
+	}
+	if *dmBurst > 0 {
+		cfg.DM.Burst = *dmBurst
+	}
+	if *dmQuota > 0 {
+		cfg.DM.Quota = *dmQuota
+	}
 	cfg.Card.Name, cfg.Card.Description = *name, *desc
 	cfg.MCPListen, cfg.MCPToken = *mcpListen, os.Getenv("WEFT_MCP_TOKEN")
 	cfg.SocketGroup = *socketGroup
