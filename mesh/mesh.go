@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -294,6 +295,9 @@ func (m *Mesh) Connect(ctx context.Context, addr ma.Multiaddr) (peer.ID, error) 
 		return "", fmt.Errorf("connect %s: that is this node", addr)
 	}
 	if err := m.h.Connect(ctx, *ai); err != nil {
+		if strings.Contains(err.Error(), "negotiate security protocol") {
+			return "", fmt.Errorf("connect %s (no handshake: do both nodes have the same network key, or neither?): %w", addr, err)
+		}
 		return "", fmt.Errorf("connect %s: %w", addr, err)
 	}
 	// A peer that refuses this node (a closed mesh) completes its side of
