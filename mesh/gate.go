@@ -55,7 +55,7 @@ func (a *access) kept(p peer.ID) bool {
 	if a.boot[p] || (a.allow != nil && a.allow(p)) || (a.keep != nil && a.keep(p)) {
 		return true
 	}
-	return a.cm.IsProtected(p, tagManual) || a.cm.IsProtected(p, tagSpace) || a.cm.IsProtected(p, tagBootstrap)
+	return a.cm.IsProtected(p, tagManual) || a.cm.IsProtected(p, tagSpace)
 }
 
 // relayFor reports whether the relay service may serve p in mode
