@@ -96,6 +96,7 @@ type gate struct {
 
 func (g *gate) InterceptPeerDial(p peer.ID) bool {
 	if !g.a.allowed(p) {
+		g.log.Debug("not dialling a peer not allowed in", "peer", p)
 		return false
 	}
 	return g.next == nil || g.next.InterceptPeerDial(p)
