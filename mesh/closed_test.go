@@ -10,7 +10,6 @@ import (
 
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/crypto"
-	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	relayclient "github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/client"
@@ -215,10 +214,12 @@ func TestRelayAccess(t *testing.T) {
 	}
 }
 
-// rawHost is a plain libp2p host with a fresh identity, or key's, that
-// listens on ip (TCP, so that it dials from there too) or nowhere: a
-// stranger.
-func rawHost(t *testing.T, ip string, key ...crypto.PrivKey) host.Host {
+// dialIn has a new plain libp2p host, with a fresh identity or key's,
+// that listens on ip (TCP, so that it dials from there too) or nowhere,
+// connect to m. It reports whether m then holds a connection from it (the
+// host may believe itself connected for the moment m takes to drop the
+// connection).
+func dialIn(t *testing.T, m *Mesh, ip string, key ...crypto.PrivKey) bool {
 	t.Helper()
 	opts := []libp2p.Option{libp2p.NoListenAddrs, libp2p.DisableRelay(), libp2p.Transport(tcp.NewTCPTransport)}
 	if ip != "" {
@@ -232,14 +233,7 @@ func rawHost(t *testing.T, ip string, key ...crypto.PrivKey) host.Host {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { h.Close() })
-	return h
-}
-
-// dialIn has h connect to m and reports whether m then holds a connection
-// from it (h may believe itself connected for the moment m takes to drop
-// the connection).
-func dialIn(t *testing.T, h host.Host, m *Mesh) bool {
-	t.Helper()
+	h.Peerstore().AddAddrs(m.ID(), m.h.Addrs(), time.Hour)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	if _, err := h.Network().DialPeer(ctx, m.ID()); err != nil {
@@ -247,10 +241,6 @@ func dialIn(t *testing.T, h host.Host, m *Mesh) bool {
 	}
 	time.Sleep(100 * time.Millisecond) // a refused connection is dropped at once
 	return len(m.h.Network().ConnsToPeer(h.ID())) > 0
-}
-
-func addrsOf(h host.Host, m *Mesh) {
-	h.Peerstore().AddAddrs(m.ID(), m.h.Addrs(), time.Hour)
 }
 
 // strangersIn counts m's inbound connections of peers it does not keep.
@@ -310,24 +300,18 @@ func TestInboundLimitKeepsPeers(t *testing.T) {
 	waitFor(t, 10*time.Second, "the member to leave a's topic", func() bool { return !containsPeer(a.SpacePeers(space), member.ID()) })
 
 	for i := range limit {
-		s := rawHost(t, "")
-		addrsOf(s, a)
-		if !dialIn(t, s, a) {
+		if !dialIn(t, a, "") {
 			t.Fatalf("stranger %d refused below the limit", i)
 		}
 	}
-	late := rawHost(t, "")
-	addrsOf(late, a)
-	if dialIn(t, late, a) {
+	if dialIn(t, a, "") {
 		t.Fatalf("a stranger got in beyond the limit (%d strangers in)", strangersIn(a))
 	}
 	for _, k := range []struct {
 		name string
 		key  crypto.PrivKey
 	}{{"bootstrap peer", bootKey}, {"connected peer", manualKey}, {"space member", memberKey}, {"kept peer", trustedKey}} {
-		h := rawHost(t, "", k.key)
-		addrsOf(h, a)
-		if !dialIn(t, h, a) {
+		if !dialIn(t, a, "", k.key) {
 			t.Errorf("the %s was refused", k.name)
 		}
 	}
@@ -343,9 +327,7 @@ func TestInboundLimitKeepsPeers(t *testing.T) {
 			Allow:       allowOnly(listed.ID()),
 		})
 		for i := range 2 * limit {
-			s := rawHost(t, "")
-			addrsOf(s, c)
-			if dialIn(t, s, c) {
+			if dialIn(t, c, "") {
 				t.Fatalf("stranger %d got into a closed mesh", i)
 			}
 		}
@@ -365,15 +347,11 @@ func TestConnsPerIPAndPeer(t *testing.T) {
 		Conns:       ConnLimits{PerIP: perIP, PerPeer: perPeer, Exempt: []netip.Prefix{}},
 	})
 	for i := range perIP {
-		s := rawHost(t, "127.0.0.1")
-		addrsOf(s, a)
-		if !dialIn(t, s, a) {
+		if !dialIn(t, a, "127.0.0.1") {
 			t.Fatalf("connection %d from 127.0.0.1 refused below the limit", i)
 		}
 	}
-	s := rawHost(t, "127.0.0.1")
-	addrsOf(s, a)
-	if dialIn(t, s, a) {
+	if dialIn(t, a, "127.0.0.1") {
 		t.Fatal("a connection from 127.0.0.1 beyond the per-IP limit got in")
 	}
 	// One peer, on another address: hosts sharing a key.
@@ -382,16 +360,13 @@ func TestConnsPerIPAndPeer(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range perPeer {
-		h := rawHost(t, "127.0.0.2", key)
-		addrsOf(h, a)
-		if !dialIn(t, h, a) {
+		if !dialIn(t, a, "127.0.0.2", key) {
 			t.Fatalf("connection %d of one peer from another address refused below the limits", i)
 		}
 	}
-	h := rawHost(t, "127.0.0.2", key)
-	addrsOf(h, a)
-	dialIn(t, h, a)
-	if n := len(a.h.Network().ConnsToPeer(h.ID())); n != perPeer {
+	dialIn(t, a, "127.0.0.2", key)
+	id, _ := peer.IDFromPrivateKey(key)
+	if n := len(a.h.Network().ConnsToPeer(id)); n != perPeer {
 		t.Fatalf("one peer holds %d inbound connections, want %d", n, perPeer)
 	}
 }
