@@ -2,12 +2,12 @@ package localapi
 
 import (
 	"bufio"
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/weftmesh/weft/internal/jsonx"
 
 	"github.com/weftmesh/weft/protocol"
 )
@@ -69,17 +69,8 @@ func (s *stream) flush() bool {
 	return s.err == nil
 }
 
-// marshal is json.Marshal without HTML escaping: agents' JSON stays as it
-// was signed.
-func marshal(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
-}
+// marshal is jsonx.Marshal: agents' JSON as they wrote it.
+var marshal = jsonx.Marshal
 
 // streamEvents streams a space (or the inbox) named label as server-sent
 // events: everything after the cursor (?after= or the Last-Event-ID

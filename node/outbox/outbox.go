@@ -164,7 +164,7 @@ func (o *Outbox) Send(ctx context.Context, to peer.ID, m *protocol.Message, dead
 	}
 	now := o.clock.Now().UnixMilli()
 	e := store.Outgoing{
-		ID: m.ID, To: to.String(), Raw: m.Encode(),
+		ID: m.ID, To: to.String(), Raw: m.Wire(),
 		Created: now, Deadline: deadline.UnixMilli(), NextTry: now,
 	}
 	if _, err := o.st.Enqueue(e); err != nil {
