@@ -300,11 +300,11 @@ func (m *Mesh) Connect(ctx context.Context, addr ma.Multiaddr) (peer.ID, error) 
 		}
 		return "", fmt.Errorf("connect %s: %w", addr, err)
 	}
-	// A peer that refuses this node (a closed mesh) completes its side of
-	// the handshake after this node has, then drops the connection, which
-	// Connect does not notice.
+	// A peer that refuses this node (a closed mesh, or one whose inbound
+	// connections are full) completes its side of the handshake after this
+	// node has, then drops the connection, which Connect does not notice.
 	if m.h.Network().Connectedness(ai.ID) != network.Connected {
-		return "", fmt.Errorf("connect %s: the peer closed the connection at once (is it a closed mesh that does not allow this node?)", addr)
+		return "", fmt.Errorf("connect %s: the peer closed the connection at once (a closed mesh that does not allow this node, or one full of connections?)", addr)
 	}
 	m.h.ConnManager().Protect(ai.ID, tagManual)
 	return ai.ID, nil
