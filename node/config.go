@@ -10,6 +10,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/connmgr"
 
 	"github.com/weftmesh/weft/internal/version"
+	"github.com/weftmesh/weft/mesh"
 	"github.com/weftmesh/weft/node/client"
 	"github.com/weftmesh/weft/node/policy"
 	"github.com/weftmesh/weft/protocol"
@@ -62,6 +63,21 @@ type Config struct {
 	// Gater, when set, decides which connections the host accepts and
 	// makes (tests partition a mesh with it).
 	Gater connmgr.ConnectionGater
+
+	// NetworkKeyFile, when set, names a network key file (`weft
+	// network-key new`): only nodes with the same key can connect, over
+	// TCP only (see mesh.Config.NetworkKey).
+	NetworkKeyFile string
+	// AllowPeers, when non-nil, closes the mesh to every peer it does not
+	// list (peer IDs), but the bootstrap peers: see mesh.Config.Allow.
+	AllowPeers []string
+	// Relay is whom the relay service (while this node is public) serves:
+	// "members" (the default; empty means it), "open" or "off" (see
+	// mesh.Config.Relay).
+	Relay string
+	// Conns limits inbound connections (zero fields: the defaults of
+	// mesh.ConnLimits).
+	Conns mesh.ConnLimits
 }
 
 // Default returns the configuration of `weft daemon` without flags.
@@ -106,7 +122,7 @@ func (c Config) Validate() error {
 	default:
 		return fmt.Errorf("config: reachability %q: want auto, public or private", c.Reachability)
 	}
-	return nil
+	return c.validateAccess()
 }
 
 // syncWindow is how far back sync reaches: the configured window, within

@@ -120,7 +120,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 // stored spaces.
 func (n *Node) startMesh(ctx context.Context) (err error) {
 	cfg, log := n.cfg, n.log
-	n.mesh, err = mesh.New(ctx, n.key, mesh.Config{
+	mcfg := mesh.Config{
 		ListenAddrs:  cfg.Listen,
 		Bootstrap:    cfg.Bootstrap,
 		MDNS:         cfg.MDNS,
@@ -132,7 +132,11 @@ func (n *Node) startMesh(ctx context.Context) (err error) {
 		SyncInterval: cfg.SyncInterval,
 		SyncWindow:   cfg.syncWindow(),
 		Gater:        cfg.Gater,
-	})
+	}
+	if err := n.meshAccess(&mcfg); err != nil {
+		return err
+	}
+	n.mesh, err = mesh.New(ctx, n.key, mcfg)
 	if err != nil {
 		return err
 	}
