@@ -10,7 +10,9 @@ import (
 	"github.com/libp2p/go-libp2p/core/connmgr"
 
 	"github.com/weftmesh/weft/internal/version"
+	"github.com/weftmesh/weft/mesh"
 	"github.com/weftmesh/weft/node/client"
+	"github.com/weftmesh/weft/node/policy"
 	"github.com/weftmesh/weft/protocol"
 	"github.com/weftmesh/weft/store"
 )
@@ -47,6 +49,12 @@ type Config struct {
 	// retention are removed (0: store.DefaultSweepInterval).
 	SweepInterval time.Duration
 
+	// DM is who may put direct messages in this node's inbox, and how
+	// many: the policy ("anyone", the default, or "trusted") and the
+	// strangers' rates and quotas (zero fields: policy.DefaultDM's).
+	// Trusted peers (Node.Trust) are never limited.
+	DM policy.DMConfig
+
 	// Card sets this node's agent card name, description and static
 	// capabilities (stored; empty fields keep the stored ones; ID and
 	// Version are ignored).
@@ -55,6 +63,21 @@ type Config struct {
 	// Gater, when set, decides which connections the host accepts and
 	// makes (tests partition a mesh with it).
 	Gater connmgr.ConnectionGater
+
+	// NetworkKeyFile, when set, names a network key file (`weft
+	// network-key new`): only nodes with the same key can connect, over
+	// TCP only (see mesh.Config.NetworkKey).
+	NetworkKeyFile string
+	// AllowPeers, when non-nil, closes the mesh to every peer it does not
+	// list (peer IDs), but the bootstrap peers: see mesh.Config.Allow.
+	AllowPeers []string
+	// Relay is whom the relay service (while this node is public) serves:
+	// "members" (the default; empty means it), "open" or "off" (see
+	// mesh.Config.Relay).
+	Relay string
+	// Conns limits inbound connections (zero fields: the defaults of
+	// mesh.ConnLimits).
+	Conns mesh.ConnLimits
 }
 
 // Default returns the configuration of `weft daemon` without flags.
@@ -64,6 +87,7 @@ func Default() Config {
 		MDNS:    true,
 		DHTMode: "server",
 		Limits:  protocol.DefaultLimits(),
+		DM:      policy.DefaultDM(),
 	}
 }
 
@@ -77,6 +101,9 @@ func (c Config) Validate() error {
 	}
 	if c.Retention.MaxCount < 0 || c.Retention.MaxAge < 0 {
 		return fmt.Errorf("config: negative retention %+v", c.Retention)
+	}
+	if err := c.DM.Validate(); err != nil {
+		return fmt.Errorf("config: %w", err)
 	}
 	if c.SyncWindow < 0 {
 		return fmt.Errorf("config: negative sync window %v", c.SyncWindow)
@@ -95,7 +122,7 @@ func (c Config) Validate() error {
 	default:
 		return fmt.Errorf("config: reachability %q: want auto, public or private", c.Reachability)
 	}
-	return nil
+	return c.validateAccess()
 }
 
 // syncWindow is how far back sync reaches: the configured window, within

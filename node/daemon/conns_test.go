@@ -85,7 +85,7 @@ func TestStreamFramesOutlastBodyTimeout(t *testing.T) {
 		ps, _ := ca.Peers(context.Background())
 		return len(ps) > 0
 	})
-	serve(t, cb, func(ctx context.Context, _ api.IncomingCall, delta func(json.RawMessage) error) (json.RawMessage, map[string]string, error) {
+	serveReq(t, cb, api.HandlerRequest{Names: []string{"slow"}, Allow: []string{"anyone"}}, func(ctx context.Context, _ api.IncomingCall, delta func(json.RawMessage) error) (json.RawMessage, map[string]string, error) {
 		for i := range 2 {
 			if err := delta(fmt.Appendf(nil, `{"part":%d}`, i)); err != nil {
 				return nil, nil, err
@@ -97,7 +97,7 @@ func TestStreamFramesOutlastBodyTimeout(t *testing.T) {
 			}
 		}
 		return json.RawMessage(`{"done":true}`), nil, nil
-	}, "slow")
+	})
 	var kinds []string
 	err := ca.InvokeStream(t.Context(), api.InvokeRequest{Peer: b.ID().String(), Name: "slow"}, func(f api.Frame) error {
 		kinds = append(kinds, f.Kind)

@@ -22,14 +22,15 @@ func (a *API) register(w http.ResponseWriter, r *http.Request) {
 	if !decodeBody(w, r, maxSmallBody, &req) {
 		return
 	}
-	h, err := a.b.RegisterHandler(node.HandlerSpec{Names: req.Names, Capabilities: capabilities(req.Capabilities), Concurrency: req.Concurrency})
+	h, err := a.b.RegisterHandler(node.HandlerSpec{Names: req.Names, Capabilities: capabilities(req.Capabilities),
+		Concurrency: req.Concurrency, Allow: req.Allow})
 	if err != nil {
 		writeErr(w, err)
 		return
 	}
 	defer h.Close()
 	s := startStream(w, ndjson)
-	if !s.json(api.HandlerEvent{Type: "ready"}) || !s.flush() {
+	if !s.json(api.HandlerEvent{Type: "ready", Allow: h.Allow()}) || !s.flush() {
 		return
 	}
 	tick := time.NewTicker(keepAlive)

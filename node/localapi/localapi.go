@@ -23,6 +23,7 @@ import (
 	"github.com/weftmesh/weft/mesh"
 	"github.com/weftmesh/weft/mesh/agent"
 	"github.com/weftmesh/weft/node"
+	"github.com/weftmesh/weft/node/policy"
 	"github.com/weftmesh/weft/protocol"
 	"github.com/weftmesh/weft/protocol/api"
 	"github.com/weftmesh/weft/store"
@@ -72,6 +73,11 @@ type Backend interface {
 	Invoke(ctx context.Context, inv node.Invocation) (node.Result, error)
 	StreamInvoke(ctx context.Context, inv node.Invocation) (CallStream, error)
 
+	Trust(p peer.ID, name string) (policy.Trusted, bool, error)
+	Untrust(p peer.ID) (bool, error)
+	Trusted() []policy.Trusted
+	DMPolicy() policy.DMConfig
+
 	Card() protocol.Card
 	SetCard(u node.CardUpdate) (protocol.Card, error)
 	PeerCard(ctx context.Context, p peer.ID) (protocol.Card, error)
@@ -81,6 +87,7 @@ type Backend interface {
 
 // Handler is a registered handler (*node.Handler).
 type Handler interface {
+	Allow() []string
 	Calls() <-chan node.IncomingCall
 	Cancelled() <-chan struct{}
 	TakeCancels() []string
@@ -144,6 +151,9 @@ func New(b Backend, mcpPath string, mcp http.Handler, opts ...Option) *API {
 		{"POST /v1/calls/{id}/reply", a.reply},
 		{"POST /v1/calls/{id}/frames", a.frames},
 		{"POST /v1/invoke", a.invoke},
+		{"GET /v1/trust", a.trustList},
+		{"POST /v1/trust", a.trust},
+		{"DELETE /v1/trust/{peer}", a.untrust},
 		{"GET /v1/card", a.card},
 		{"PUT /v1/card", a.setCard},
 		{"GET /v1/peers/{peer}/card", a.peerCard},

@@ -162,7 +162,7 @@ const (
 	CodeBadAddr      = "bad_multiaddr" // 400
 	CodeBadID        = "bad_id"        // 400: not a message ID
 	CodeMethod       = "method_not_allowed"
-	CodeForbidden    = "forbidden"    // 403: browser-origin request
+	CodeForbidden    = "forbidden"    // 403: browser-origin request; a call the callee's policy does not allow
 	CodeUnauthorized = "unauthorized" // 401: the MCP endpoint's token is missing or wrong
 
 	// What it names.
