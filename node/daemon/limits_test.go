@@ -85,7 +85,7 @@ func TestMaxAge(t *testing.T) {
 		c.Home = home
 		c.Limits.MaxAge = 0
 	}
-	a, ac, stopA := runNode(t, archive)
+	a, _, stopA := runNode(t, archive)
 	defer func() { stopA() }()
 	b, bc := startNode(t, bootstrapTo(a))
 	sp, _, err := a.node.Join("annals", nil)
@@ -157,7 +157,8 @@ func TestMaxAge(t *testing.T) {
 	// Read back: A restarts with the default max age and still reads
 	// what it holds.
 	stopA()
-	_, ac, stopA = runNode(t, func(c *Config) { c.Home = home })
+	_, ac, stop := runNode(t, func(c *Config) { c.Home = home })
+	stopA = stop // the deferred stop stops this one
 	if got := len(readAll(t, ac, "annals")); got != 5 {
 		t.Errorf("A reads %d messages after a restart with the default max age, want 5", got)
 	}
