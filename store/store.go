@@ -72,6 +72,8 @@ type Store struct {
 	indexMu sync.Mutex
 	indexes map[protocol.ID]*rangeIndex
 
+	usage *usageBook // what each space and sender holds (see usage.go)
+
 	now       func() time.Time
 	retention Retention  // default for spaces without their own
 	sweepMu   sync.Mutex // one Sweep at a time
@@ -109,10 +111,16 @@ func Open(opts Options) (*Store, error) {
 		now:       opts.Now,
 		retention: opts.Retention,
 		changes:   make(map[protocol.ID]chan struct{}),
+		usage:     newUsageBook(),
 		cancel:    cancel,
 	}
 	if s.now == nil {
 		s.now = time.Now
+	}
+	if err := s.migrateUsage(); err != nil {
+		cancel()
+		_ = db.Close()
+		return nil, fmt.Errorf("store: open: %w", err)
 	}
 	interval := opts.GCInterval
 	if interval == 0 {
