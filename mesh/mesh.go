@@ -46,6 +46,8 @@ type Mesh struct {
 	disc      *drouting.RoutingDiscovery
 	ps        *pubsub.PubSub
 	tracer    *meshTracer
+	guard     *floodGuard  // gossip rate limits and flood penalties
+	board     *scoreBoard  // gossip scores as last read
 	mdns      mdns.Service // nil unless Config.MDNS
 	idSub     event.Subscription
 	log       *slog.Logger
@@ -138,7 +140,9 @@ func New(ctx context.Context, key crypto.PrivKey, cfg Config) (_ *Mesh, err erro
 	m.disc = drouting.NewRoutingDiscovery(m.dht)
 
 	m.tracer = newMeshTracer()
-	m.ps, err = newPubSub(runCtx, h, m.tracer, cfg.Logger)
+	m.guard = newFloodGuard(cfg.Rates, cfg.Now, cfg.Logger)
+	m.board = newScoreBoard(cfg.Logger, cfg.Now)
+	m.ps, err = newPubSub(runCtx, h, m.tracer, m.guard, m.board, cfg.Logger)
 	if err != nil {
 		return nil, fmt.Errorf("gossipsub: %w", err)
 	}

@@ -9,12 +9,19 @@ import (
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/weftmesh/weft/mesh/reconcile"
 	"github.com/weftmesh/weft/protocol"
 )
 
+// ErrDeclined is what a Sink's error wraps for a valid message the node
+// does not keep (over a quota or size limit of its own): sync drops it
+// and goes on, where another error would end the session.
+var ErrDeclined = reconcile.ErrDeclined
+
 // Sink receives every valid message of a joined space that arrives from the
 // network; messages this node published itself are not delivered back by
-// gossip. Deliver is called from the space's subscription goroutine and,
+// gossip. A Sink that also implements Gate has a say in what gossip
+// accepts. Deliver is called from the space's subscription goroutine and,
 // with sync on, from sync sessions, concurrently: it must be safe for
 // concurrent use and idempotent (the same message can arrive both ways),
 // and should store the message and return. ctx ends when the space is left
@@ -61,13 +68,19 @@ func (m *Mesh) JoinSpace(id protocol.ID, sink Sink) error {
 	}
 
 	name := protocol.Topic(id)
-	if err := m.ps.RegisterTopicValidator(name, validator(id, m.lim, m.now, m.log)); err != nil {
+	gate, _ := sink.(Gate)
+	if err := m.ps.RegisterTopicValidator(name, validator(id, m.h.ID(), m.lim, m.now, m.guard, gate, m.log)); err != nil {
 		return fmt.Errorf("join space %s: validator: %w", id, err)
 	}
 	topic, err := m.ps.Join(name)
 	if err != nil {
 		_ = m.ps.UnregisterTopicValidator(name)
 		return fmt.Errorf("join space %s: topic: %w", id, err)
+	}
+	if err := topic.SetScoreParams(topicScoreParams()); err != nil {
+		_ = topic.Close()
+		_ = m.ps.UnregisterTopicValidator(name)
+		return fmt.Errorf("join space %s: score parameters: %w", id, err)
 	}
 	sub, err := topic.Subscribe(pubsub.WithBufferSize(subBuffer))
 	if err != nil {
@@ -152,10 +165,14 @@ func (m *Mesh) receiveLoop(ctx context.Context, s *space, sink Sink) {
 			continue
 		}
 		if err := sink.Deliver(ctx, msg); err != nil {
-			if ctx.Err() != nil {
+			switch {
+			case ctx.Err() != nil:
 				return
+			case errors.Is(err, ErrDeclined):
+				m.log.Debug("message declined", "space", s.id, "id", msg.ID, "peer", pm.ReceivedFrom, "err", err)
+			default:
+				m.log.Warn("deliver failed", "space", s.id, "id", msg.ID, "peer", pm.ReceivedFrom, "err", err)
 			}
-			m.log.Warn("deliver failed", "space", s.id, "id", msg.ID, "peer", pm.ReceivedFrom, "err", err)
 			continue
 		}
 		m.repairGap(s.id, msg, pm.ReceivedFrom)
