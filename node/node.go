@@ -25,6 +25,7 @@ import (
 	"github.com/weftmesh/weft/mesh/call"
 	"github.com/weftmesh/weft/mesh/direct"
 	"github.com/weftmesh/weft/node/outbox"
+	"github.com/weftmesh/weft/protocol"
 	"github.com/weftmesh/weft/protocol/api"
 	"github.com/weftmesh/weft/store"
 )
@@ -45,6 +46,9 @@ type Node struct {
 	agent    *agent.Service
 	card     cardState
 	started  time.Time
+	limits   spaceLimits // each joined space's own limits
+	pacer    *pacer      // this node's own posts, below its peers' rates
+	declined declinedLog
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -77,7 +81,8 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	n := &Node{cfg: cfg, log: log, key: key, store: st, handlers: newHandlers(), started: time.Now()}
+	n := &Node{cfg: cfg, log: log, key: key, store: st, handlers: newHandlers(), started: time.Now(),
+		limits: spaceLimits{own: make(map[protocol.ID]store.SpaceLimits)}, pacer: newPacer(cfg.rates().Author)}
 	defer func() {
 		if err != nil {
 			n.Close()
@@ -109,6 +114,7 @@ func (n *Node) startMesh(ctx context.Context) (err error) {
 		SyncInterval: cfg.SyncInterval,
 		SyncWindow:   cfg.SyncWindow,
 		Gater:        cfg.Gater,
+		Rates:        cfg.Rates,
 	})
 	if err != nil {
 		return err
@@ -147,6 +153,7 @@ func (n *Node) startMesh(ctx context.Context) (err error) {
 		return err
 	}
 	for _, sp := range spaces {
+		n.limits.set(sp.ID, sp.Limits)
 		if err := n.mesh.JoinSpace(sp.ID, spaceSink{n}); err != nil {
 			return fmt.Errorf("rejoin space %s: %w", sp.Name, err)
 		}

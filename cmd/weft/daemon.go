@@ -28,6 +28,7 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 	mcpListen := fs.String("mcp-listen", "", "also serve MCP (streamable HTTP at /mcp) on this loopback address, e.g. 127.0.0.1:7777, behind a bearer token ($WEFT_MCP_TOKEN, else a random one; written to <home>/mcp.token)")
 	var caps stringList
 	fs.Var(&caps, "capability", "a capability this node offers, advertised in the DHT and on the LAN (repeatable; kept)")
+	flood := addFloodFlags(fs)
 	if _, err := parse(fs, args, 0); err != nil {
 		return err
 	}
@@ -46,6 +47,9 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 	cfg.Retention.MaxAge = *keepAge
 	cfg.SyncInterval = *syncEvery
 	cfg.SyncWindow = *syncWindow
+	if err := flood.apply(&cfg.Config); err != nil {
+		return err
+	}
 	cfg.Card.Name, cfg.Card.Description = *name, *desc
 	cfg.MCPListen, cfg.MCPToken = *mcpListen, os.Getenv("WEFT_MCP_TOKEN")
 	for _, c := range caps {

@@ -12,7 +12,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
-	"github.com/weftmesh/weft/mesh/internal/rate"
+	"github.com/weftmesh/weft/internal/rate"
 	"github.com/weftmesh/weft/protocol"
 )
 

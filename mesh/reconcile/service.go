@@ -18,7 +18,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	libp2pprotocol "github.com/libp2p/go-libp2p/core/protocol"
 
-	"github.com/weftmesh/weft/mesh/internal/rate"
+	"github.com/weftmesh/weft/internal/rate"
 	"github.com/weftmesh/weft/protocol"
 )
 

@@ -64,6 +64,7 @@ func Run(t *testing.T, open Opener) {
 		{"Quota", testQuota},
 		{"QuotaConcurrent", testQuotaConcurrent},
 		{"UsageAfterSweep", testUsageAfterSweep},
+		{"SetLimits", testSetLimits},
 		{"OutboxEnqueue", testOutboxEnqueue},
 		{"OutboxDue", testOutboxDue},
 		{"OutboxRetry", testOutboxRetry},

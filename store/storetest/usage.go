@@ -175,3 +175,32 @@ func testUsageAfterSweep(t *testing.T, open Opener) {
 	}
 	checkSender(t, s, sp, "bob", store.Usage{Bytes: 30, Count: 1})
 }
+
+// testSetLimits keeps a space's limits with its record.
+func testSetLimits(t *testing.T, open Opener) {
+	s := open(t, store.Options{SweepInterval: -1})
+	sp := ID("limits")
+	l := store.SpaceLimits{MaxBytes: 1 << 20, MaxSenderBytes: 1 << 10, MaxMessageSize: 512}
+	if _, err := s.SetLimits(sp, l); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("SetLimits on a space not joined: %v, want ErrNotFound", err)
+	}
+	if _, _, err := s.JoinSpace(store.Space{ID: sp, Name: "limits", Retention: store.Retention{MaxCount: 3}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.SetLimits(sp, l)
+	if err != nil || got.Limits != l || got.Retention.MaxCount != 3 {
+		t.Fatalf("SetLimits = %+v, %v", got, err)
+	}
+	if got, err := s.Space(sp); err != nil || got.Limits != l {
+		t.Errorf("Space after SetLimits = %+v, %v", got, err)
+	}
+	if _, err := s.SetLimits(sp, store.SpaceLimits{MaxBytes: -1}); err == nil {
+		t.Error("negative limits accepted")
+	}
+	if _, err := s.SetLimits(sp, store.SpaceLimits{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.Space(sp); !got.Limits.IsZero() {
+		t.Errorf("limits after clearing: %+v", got.Limits)
+	}
+}
