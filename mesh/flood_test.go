@@ -14,6 +14,7 @@ import (
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	pb "github.com/libp2p/go-libp2p-pubsub/pb"
 	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/weftmesh/weft/protocol"
@@ -50,7 +51,7 @@ func TestFloodGuardPenalty(t *testing.T) {
 
 	accepted := 0
 	for range 200 + 5 {
-		if g.authored(space, flooder, flooder, true) == within {
+		if g.authored(space, flooder, flooder, true, 100) == within {
 			accepted++
 		}
 	}
@@ -62,7 +63,7 @@ func TestFloodGuardPenalty(t *testing.T) {
 	}
 	// Relayed, the excess is ignored and costs the relay nothing.
 	for range 100 {
-		if v := g.authored(space, flooder, relay, true); v != overAuthor {
+		if v := g.authored(space, flooder, relay, true, 100); v != overAuthor {
 			t.Fatalf("relayed excess: %v, want %v", v, overAuthor)
 		}
 	}
@@ -71,7 +72,7 @@ func TestFloodGuardPenalty(t *testing.T) {
 	}
 	n := 0
 	for g.score(flooder) >= graylistThreshold-topicScoreCap {
-		g.authored(space, flooder, flooder, true)
+		g.authored(space, flooder, flooder, true, 100)
 		if n++; n > 100 {
 			t.Fatalf("still not graylisted after %d more messages over the rate (score %v)", n, g.score(flooder))
 		}
@@ -80,7 +81,7 @@ func TestFloodGuardPenalty(t *testing.T) {
 	// A minute on, a rate's worth of messages would be accepted again,
 	// but the flooder stays graylisted (and so unheard) for minutes.
 	clk.Add(time.Minute)
-	if g.authored(space, flooder, flooder, true) != within {
+	if g.authored(space, flooder, flooder, true, 100) != within {
 		t.Error("refilled bucket refuses")
 	}
 	for _, d := range []time.Duration{time.Minute, 5 * time.Minute} {
@@ -104,17 +105,17 @@ func TestFloodGuardStrangers(t *testing.T) {
 	ok := 0
 	for i := range 50 {
 		author := peer.ID(fmt.Sprint("stranger", i)) // a fresh ID each time
-		if g.authored(a, author, author, false) == within {
+		if g.authored(a, author, author, false, 100) == within {
 			ok++
 		}
 	}
 	if ok != 20 {
 		t.Errorf("%d messages of 50 fresh strangers accepted, want the shared burst of 20", ok)
 	}
-	if g.authored(b, "stranger", "stranger", false) != within {
+	if g.authored(b, "stranger", "stranger", false, 100) != within {
 		t.Error("another space's strangers share the bucket")
 	}
-	if g.authored(a, "member", "member", true) != within {
+	if g.authored(a, "member", "member", true, 100) != within {
 		t.Error("a known author is refused while strangers are over their rate")
 	}
 	if st := g.Stats(); st.OverStrangers != 30 {
@@ -129,20 +130,38 @@ func TestFloodGuardPeer(t *testing.T) {
 	g := newFloodGuard(RateLimits{Peer: Rate{PerSecond: 100, Burst: 100}}, clk.Now, discard)
 	sp := protocol.SpaceID("s")
 	for i := range 100 {
-		if g.forwarded(sp, "p") != within {
+		if g.forwarded(sp, "p", 100) != within {
 			t.Fatalf("message %d within the burst refused", i)
 		}
 	}
 	for range 50 {
-		if g.forwarded(sp, "p") != overPeer {
+		if g.forwarded(sp, "p", 100) != overPeer {
 			t.Fatal("over the burst accepted")
 		}
 	}
 	if g.score("p") >= graylistThreshold {
 		t.Errorf("50 over the peer's rate: score %v, want graylisted", g.score("p"))
 	}
-	if g.forwarded(sp, "q") != within || g.forwarded(protocol.SpaceID("t"), "p") != within {
+	if g.forwarded(sp, "q", 100) != within || g.forwarded(protocol.SpaceID("t"), "p", 100) != within {
 		t.Error("other peers or spaces share the bucket")
+	}
+}
+
+// TestFloodGuardBytes: large messages take a token per 16 KiB, so a rate
+// bounds bytes too.
+func TestFloodGuardBytes(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(1000, 0)}
+	g := newFloodGuard(DefaultRateLimits(), clk.Now, discard)
+	sp := protocol.SpaceID("s")
+	n := 0
+	for g.authored(sp, "big", "big", true, 64<<10) == within {
+		n++
+	}
+	if n != 50 {
+		t.Errorf("%d messages of 64 KiB within the burst of 200, want 50", n)
+	}
+	if Tokens(1) != 1 || Tokens(16<<10) != 1 || Tokens(16<<10+1) != 2 || Tokens(protocol.MaxWireSize) != 65 {
+		t.Errorf("Tokens: %d %d %d %d", Tokens(1), Tokens(16<<10), Tokens(16<<10+1), Tokens(protocol.MaxWireSize))
 	}
 }
 
@@ -154,8 +173,8 @@ func TestFloodGuardBounded(t *testing.T) {
 	sp := protocol.SpaceID("s")
 	for i := range maxBuckets + 10 {
 		author := peer.ID(fmt.Sprint("sybil", i))
-		g.forwarded(sp, author)
-		g.authored(sp, author, author, true)
+		g.forwarded(sp, author, 100)
+		g.authored(sp, author, author, true, 100)
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -282,8 +301,12 @@ func TestGossipFloodGraylisted(t *testing.T) {
 	if limit := 200 + int(50*graylisted.Seconds()) + 50; accepted > limit {
 		t.Errorf("A accepted %d of the flooder's messages in %v, want at most %d", accepted, graylisted, limit)
 	}
-	// Graylisted, nothing more gets in, and B still hears A's members.
-	time.Sleep(2 * time.Second)
+	// Graylisted, it is disconnected; nothing more gets in, and B still
+	// hears A's members.
+	waitFor(t, 10*time.Second, "A to disconnect the flooder", func() bool {
+		return a.h.Network().Connectedness(raw.id) != network.Connected
+	})
+	time.Sleep(time.Second)
 	if n := fromRaw(sa); n > accepted+5 {
 		t.Errorf("A accepted %d more flood messages after graylisting", n-accepted)
 	}

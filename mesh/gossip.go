@@ -117,7 +117,7 @@ func validator(space protocol.ID, self peer.ID, lim protocol.Limits, now func() 
 	return func(_ context.Context, from peer.ID, pm *pubsub.Message) pubsub.ValidationResult {
 		local := from == self
 		if !local {
-			if v := g.forwarded(space, from); v != within {
+			if v := g.forwarded(space, from, len(pm.Data)); v != within {
 				return pubsub.ValidationIgnore
 			}
 		}
@@ -136,9 +136,9 @@ func validator(space protocol.ID, self peer.ID, lim protocol.Limits, now func() 
 			log.Debug("gossip message rejected", "space", space, "peer", from, "reason", "wrong_space", "msg_space", msg.Space, "id", msg.ID)
 			return pubsub.ValidationReject
 		}
+		known := local || gate == nil || gate.Known(space, msg.Sender())
 		if !local {
-			known := gate == nil || gate.Known(space, msg.Sender())
-			if v := g.authored(space, msg.Sender(), from, known); v != within {
+			if v := g.authored(space, msg.Sender(), from, known, len(pm.Data)); v != within {
 				log.Debug("gossip message ignored", "space", space, "peer", from, "reason", v.String(), "author", msg.Sender(), "id", msg.ID)
 				return pubsub.ValidationIgnore
 			}
@@ -149,9 +149,15 @@ func validator(space protocol.ID, self peer.ID, lim protocol.Limits, now func() 
 				}
 			}
 		}
-		pm.ValidatorData = msg
+		pm.ValidatorData = &accepted{msg: msg, known: known}
 		return pubsub.ValidationAccept
 	}
+}
+
+// accepted is what the validator hands on in a message's ValidatorData.
+type accepted struct {
+	msg   *protocol.Message
+	known bool // its author is a known member of the space (see Gate.Known)
 }
 
 // policyOnly reports whether wire, refused under this node's limits, is

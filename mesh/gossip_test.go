@@ -84,7 +84,7 @@ func TestValidator(t *testing.T) {
 	if got := val(t.Context(), "", pm); got != pubsub.ValidationAccept {
 		t.Fatalf("valid message: %v", got)
 	}
-	if got, ok := pm.ValidatorData.(*protocol.Message); !ok || got.ID != good.ID {
+	if got, ok := pm.ValidatorData.(*accepted); !ok || got.msg.ID != good.ID {
 		t.Fatalf("ValidatorData = %#v, want the decoded message", pm.ValidatorData)
 	}
 

@@ -177,26 +177,56 @@ var privateNets = func() []*net.IPNet {
 // graylist log.
 const scoreInterval = time.Second
 
-// scoreBoard keeps the last reading of every peer's gossip score and logs
-// when a peer falls below the graylist threshold and when it is back.
+// scoreBoard keeps the last reading of every peer's gossip score, logs
+// when a peer falls below the graylist threshold and when it is back, and
+// disconnects graylisted peers.
+//
+// Graylisting drops a peer's gossip unread, but it still costs reading
+// and decoding every RPC it sends: thousands a second from a flooder, on
+// the event loop every member's messages go through. So a graylisted peer
+// is also disconnected, and disconnected again as soon as it reconnects
+// (see Mesh.closeGraylisted); its score stays with gossipsub
+// (RetainScore), so it stays graylisted until its penalties decay.
 type scoreBoard struct {
-	log *slog.Logger
-	now func() time.Time
+	log        *slog.Logger
+	now        func() time.Time
+	disconnect func(peer.ID) bool // closes p's connections; false if none were open
 
 	mu     sync.Mutex
 	scores map[peer.ID]float64
 	since  map[peer.ID]time.Time // graylisted peers: since when
+	cut    map[peer.ID]time.Time // graylisted peers: last disconnected
 }
 
-func newScoreBoard(log *slog.Logger, now func() time.Time) *scoreBoard {
-	return &scoreBoard{log: log, now: now, scores: make(map[peer.ID]float64), since: make(map[peer.ID]time.Time)}
+// disconnectEvery is how often a graylisted peer still connected (one
+// that reconnected before its score was read) is disconnected again.
+const disconnectEvery = time.Second
+
+func newScoreBoard(log *slog.Logger, now func() time.Time, disconnect func(peer.ID) bool) *scoreBoard {
+	return &scoreBoard{log: log, now: now, disconnect: disconnect,
+		scores: make(map[peer.ID]float64), since: make(map[peer.ID]time.Time), cut: make(map[peer.ID]time.Time)}
 }
 
 // inspect is gossipsub's score inspector (see pubsub.WithPeerScoreInspect).
 func (b *scoreBoard) inspect(scores map[peer.ID]*pubsub.PeerScoreSnapshot) {
+	for _, p := range b.read(scores) {
+		if b.disconnect != nil && b.disconnect(p) {
+			b.log.Info("gossip: disconnected a graylisted peer", "peer", p)
+		}
+	}
+}
+
+// read records scores and returns the graylisted peers to disconnect.
+func (b *scoreBoard) read(scores map[peer.ID]*pubsub.PeerScoreSnapshot) []peer.ID {
 	now := b.now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	var cut []peer.ID
+	defer func() {
+		for _, p := range cut {
+			b.cut[p] = now
+		}
+	}()
 	clear(b.scores)
 	for p, s := range scores {
 		b.scores[p] = s.Score
@@ -209,14 +239,20 @@ func (b *scoreBoard) inspect(scores map[peer.ID]*pubsub.PeerScoreSnapshot) {
 				"behaviour_penalty", s.BehaviourPenalty, "invalid", invalidCount(s))
 		case !is && was:
 			delete(b.since, p)
+			delete(b.cut, p)
 			b.log.Info("gossip: peer no longer graylisted", "peer", p, "score", int(s.Score))
+		}
+		if s.Score < graylistThreshold && now.Sub(b.cut[p]) >= disconnectEvery {
+			cut = append(cut, p)
 		}
 	}
 	for p := range b.since {
 		if _, ok := scores[p]; !ok {
 			delete(b.since, p) // forgotten by gossipsub
+			delete(b.cut, p)
 		}
 	}
+	return cut
 }
 
 func invalidCount(s *pubsub.PeerScoreSnapshot) float64 {
@@ -225,6 +261,15 @@ func invalidCount(s *pubsub.PeerScoreSnapshot) float64 {
 		n += t.InvalidMessageDeliveries
 	}
 	return n
+}
+
+// graylisted reports whether p was graylisted when the scores were last
+// read.
+func (b *scoreBoard) graylisted(p peer.ID) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	_, ok := b.since[p]
+	return ok
 }
 
 // score returns p's score as last read.

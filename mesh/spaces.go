@@ -148,9 +148,54 @@ func (m *Mesh) stopSpace(s *space) error {
 	)
 }
 
-// receiveLoop hands the space's validated messages to sink.
+// receiveWorkers is how many of a space's gossiped messages are handed to
+// the Sink at once. A durable store fsyncs each message, and concurrent
+// stores share fsyncs: handed over one at a time, a burst of a few hundred
+// messages (a flooder's first, before it is throttled) would hold every
+// message behind it, members' included, for seconds, and overflow the
+// subscription's buffer.
+const receiveWorkers = 16
+
+// strangerQueue is how many messages of authors the Gate does not know
+// may wait for the Sink; beyond it they are shed (sync may fetch them
+// later), rather than make members' messages wait.
+const strangerQueue = 256
+
+// received is a gossiped message waiting for the Sink.
+type received struct {
+	msg  *protocol.Message
+	from peer.ID
+}
+
+// receiveLoop hands the space's validated messages to sink, up to
+// receiveWorkers at once, members' before strangers': under a burst (a
+// flooder's first messages, before it is throttled), the members'
+// messages are stored first, and strangers' are shed if they pile up.
 func (m *Mesh) receiveLoop(ctx context.Context, s *space, sink Sink) {
 	self := m.h.ID()
+	members := make(chan received, subBuffer)
+	strangers := make(chan received, strangerQueue)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for range receiveWorkers {
+		wg.Go(func() {
+			for {
+				var r received
+				select { // a member's message first, if one waits
+				case r = <-members:
+				default:
+					select {
+					case r = <-members:
+					case r = <-strangers:
+					case <-ctx.Done():
+						return
+					}
+				}
+				m.deliver(ctx, s, sink, r.msg, r.from)
+			}
+		})
+	}
+	shed := 0
 	for {
 		pm, err := s.sub.Next(ctx)
 		if err != nil {
@@ -159,24 +204,44 @@ func (m *Mesh) receiveLoop(ctx context.Context, s *space, sink Sink) {
 		if pm.ReceivedFrom == self {
 			continue // our own publication: already stored
 		}
-		msg, ok := pm.ValidatorData.(*protocol.Message)
+		a, ok := pm.ValidatorData.(*accepted)
 		if !ok { // cannot happen: the validator accepts only after setting it
 			m.log.Error("gossip message without validator data", "space", s.id, "peer", pm.ReceivedFrom)
 			continue
 		}
-		if err := sink.Deliver(ctx, msg); err != nil {
-			switch {
-			case ctx.Err() != nil:
+		r := received{msg: a.msg, from: pm.ReceivedFrom}
+		if a.known {
+			select {
+			case members <- r:
+			case <-ctx.Done():
 				return
-			case errors.Is(err, ErrDeclined):
-				m.log.Debug("message declined", "space", s.id, "id", msg.ID, "peer", pm.ReceivedFrom, "err", err)
-			default:
-				m.log.Warn("deliver failed", "space", s.id, "id", msg.ID, "peer", pm.ReceivedFrom, "err", err)
 			}
 			continue
 		}
-		m.repairGap(s.id, msg, pm.ReceivedFrom)
+		select {
+		case strangers <- r:
+		default:
+			if shed++; shed%1000 == 1 {
+				m.log.Info("gossip: strangers' messages shed: more arrive than the store takes", "space", s.id, "shed", shed)
+			}
+		}
 	}
+}
+
+// deliver hands one gossiped message to sink, then repairs the gap it
+// reveals, if any.
+func (m *Mesh) deliver(ctx context.Context, s *space, sink Sink, msg *protocol.Message, from peer.ID) {
+	if err := sink.Deliver(ctx, msg); err != nil {
+		switch {
+		case ctx.Err() != nil:
+		case errors.Is(err, ErrDeclined):
+			m.log.Debug("message declined", "space", s.id, "id", msg.ID, "peer", from, "err", err)
+		default:
+			m.log.Warn("deliver failed", "space", s.id, "id", msg.ID, "peer", from, "err", err)
+		}
+		return
+	}
+	m.repairGap(s.id, msg, from)
 }
 
 // Publish broadcasts msg to its space, which must be joined. The message is

@@ -192,7 +192,8 @@ type declinedLog struct {
 }
 
 // pacer keeps this node's own posts to a space within the rate its peers
-// allow an author (mesh.RateLimits.Author), with room to spare: 80% of the
+// allow an author (mesh.RateLimits.Author, tokens per message as there),
+// with room to spare: 80% of the
 // rate and of the burst, so that the jitter of the network between here
 // and a peer never takes a post over the peer's bucket. A post waits for
 // its turn up to paceWait, then fails: its agent is posting faster than
@@ -214,15 +215,16 @@ func newPacer(author rate.Rate) *pacer {
 	return &pacer{r: r, buckets: rate.NewTable[protocol.ID](r, 1<<12)}
 }
 
-// wait waits for a turn to post to space, up to paceWait.
-func (p *pacer) wait(ctx context.Context, space protocol.ID) error {
+// wait waits for a turn to post a message of size wire bytes to space
+// (it takes mesh.Tokens(size)), up to paceWait.
+func (p *pacer) wait(ctx context.Context, space protocol.ID, size int) error {
 	if p.r.IsZero() {
 		return nil
 	}
 	deadline := time.Now().Add(paceWait)
 	for {
 		p.mu.Lock()
-		ok := p.buckets.Take(space, time.Now())
+		ok := p.buckets.TakeN(space, time.Now(), mesh.Tokens(size))
 		p.mu.Unlock()
 		if ok {
 			return nil

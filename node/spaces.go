@@ -180,7 +180,7 @@ func (n *Node) Send(ctx context.Context, space protocol.ID, p Post) (Message, er
 	if err := n.admit(m); err != nil {
 		return Message{}, n.refusal(m, "api", err)
 	}
-	if err := n.pacer.wait(ctx, space); err != nil {
+	if err := n.pacer.wait(ctx, space, len(m.Encode())); err != nil {
 		return Message{}, err
 	}
 	e, _, err := n.ingest(ctx, m, "api")

@@ -46,15 +46,20 @@ type Bucket struct {
 }
 
 // Take takes a token at now, if there is one.
-func (b *Bucket) Take(now time.Time, r Rate) bool {
+func (b *Bucket) Take(now time.Time, r Rate) bool { return b.TakeN(now, r, 1) }
+
+// TakeN takes n tokens at now, if there are as many. An n above the burst
+// takes a full bucket.
+func (b *Bucket) TakeN(now time.Time, r Rate, n int) bool {
 	if r.IsZero() {
 		return true
 	}
 	b.refill(now, r)
-	if b.tokens < 1 {
+	need := float64(min(max(n, 1), r.Burst))
+	if b.tokens < need {
 		return false
 	}
-	b.tokens--
+	b.tokens -= need
 	return true
 }
 
@@ -94,7 +99,11 @@ func NewTable[K comparable](r Rate, max int) *Table[K] {
 }
 
 // Take takes a token from k's bucket at now, if there is one.
-func (t *Table[K]) Take(k K, now time.Time) bool {
+func (t *Table[K]) Take(k K, now time.Time) bool { return t.TakeN(k, now, 1) }
+
+// TakeN takes n tokens from k's bucket at now, if there are as many (see
+// Bucket.TakeN).
+func (t *Table[K]) TakeN(k K, now time.Time, n int) bool {
 	if t.rate.IsZero() {
 		return true
 	}
@@ -104,7 +113,7 @@ func (t *Table[K]) Take(k K, now time.Time) bool {
 		b = &Bucket{}
 		t.buckets[k] = b
 	}
-	return b.Take(now, t.rate)
+	return b.TakeN(now, t.rate, n)
 }
 
 // Len returns the number of buckets kept.

@@ -2,6 +2,7 @@ package rate
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 )
@@ -42,6 +43,18 @@ func TestBucket(t *testing.T) {
 	}
 }
 
+func TestTakeN(t *testing.T) {
+	r := Rate{PerSecond: 10, Burst: 8}
+	var b Bucket
+	if !b.TakeN(t0, r, 5) || b.TakeN(t0, r, 5) || !b.TakeN(t0, r, 3) {
+		t.Fatal("TakeN does not take n of the burst")
+	}
+	// More than the burst takes a full bucket, and only a full one.
+	if b.TakeN(t0.Add(700*time.Millisecond), r, 100) || !b.TakeN(t0.Add(800*time.Millisecond), r, 100) {
+		t.Error("TakeN above the burst does not wait for a full bucket")
+	}
+}
+
 func TestValidate(t *testing.T) {
 	for _, r := range []Rate{{}, {PerSecond: 1, Burst: 1}, {PerSecond: 0.1, Burst: 100}} {
 		if err := r.Validate(); err != nil {
@@ -65,8 +78,12 @@ func TestTableBounded(t *testing.T) {
 	}
 	// Keys are separate.
 	tb = NewTable[string](Rate{PerSecond: 1, Burst: 2}, 100)
-	if !tb.Take("a", t0) || !tb.Take("a", t0) || tb.Take("a", t0) || !tb.Take("b", t0) {
-		t.Error("buckets not per key")
+	var got []bool
+	for _, k := range []string{"a", "a", "a", "b"} {
+		got = append(got, tb.Take(k, t0))
+	}
+	if want := []bool{true, true, false, true}; !slices.Equal(got, want) {
+		t.Errorf("takes of a, a, a, b with a burst of 2: %v, want %v", got, want)
 	}
 	// Full buckets are dropped, and the others kept, by the next sweep.
 	tb.Take("c", t0.Add(time.Second))
