@@ -148,13 +148,17 @@ func (m *Mesh) stopSpace(s *space) error {
 	)
 }
 
-// receiveWorkers is how many of a space's gossiped messages are handed to
-// the Sink at once. A durable store fsyncs each message, and concurrent
-// stores share fsyncs: handed over one at a time, a burst of a few hundred
-// messages (a flooder's first, before it is throttled) would hold every
-// message behind it, members' included, for seconds, and overflow the
-// subscription's buffer.
-const receiveWorkers = 16
+// memberWorkers and strangerWorkers are how many of a space's gossiped
+// messages, of known authors and of the others, are handed to the Sink at
+// once. A durable store fsyncs each message, and concurrent stores share
+// fsyncs: handed over one at a time, a burst of a hundred messages (a
+// flooder's first, before it is throttled) would hold every message behind
+// it, members' included, for seconds. Strangers get workers of their own,
+// fewer, so that their bursts never hold up members' messages.
+const (
+	memberWorkers   = 12
+	strangerWorkers = 4
+)
 
 // strangerQueue is how many messages of authors the Gate does not know
 // may wait for the Sink; beyond it they are shed (sync may fetch them
@@ -167,33 +171,30 @@ type received struct {
 	from peer.ID
 }
 
-// receiveLoop hands the space's validated messages to sink, up to
-// receiveWorkers at once, members' before strangers': under a burst (a
-// flooder's first messages, before it is throttled), the members'
-// messages are stored first, and strangers' are shed if they pile up.
+// receiveLoop hands the space's validated messages to sink: members' and
+// strangers' on workers of their own (see memberWorkers), strangers' shed
+// if they pile up.
 func (m *Mesh) receiveLoop(ctx context.Context, s *space, sink Sink) {
 	self := m.h.ID()
 	members := make(chan received, subBuffer)
 	strangers := make(chan received, strangerQueue)
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	for range receiveWorkers {
-		wg.Go(func() {
-			for {
-				var r received
-				select { // a member's message first, if one waits
-				case r = <-members:
-				default:
-					select {
-					case r = <-members:
-					case r = <-strangers:
-					case <-ctx.Done():
-						return
-					}
-				}
+	work := func(q <-chan received) {
+		for {
+			select {
+			case r := <-q:
 				m.deliver(ctx, s, sink, r.msg, r.from)
+			case <-ctx.Done():
+				return
 			}
-		})
+		}
+	}
+	for range memberWorkers {
+		wg.Go(func() { work(members) })
+	}
+	for range strangerWorkers {
+		wg.Go(func() { work(strangers) })
 	}
 	shed := 0
 	for {
