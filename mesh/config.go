@@ -95,6 +95,10 @@ type Config struct {
 	// SyncWindow limits sync to messages created within this long before
 	// now; zero syncs all the history the stores keep.
 	SyncWindow time.Duration
+	// Rates bound how fast gossip brings new messages of a space, per
+	// author, per forwarding peer and for strangers (see RateLimits); the
+	// zero value means DefaultRateLimits().
+	Rates RateLimits
 	// Reachability is whether peers can dial this node: ReachabilityAuto
 	// (the default) lets AutoNAT find out by asking peers to dial back;
 	// ReachabilityPublic (a node with a public address, e.g. a relay or
@@ -228,7 +232,7 @@ func (c Config) Validate() error {
 			return fmt.Errorf("limits: %w", err)
 		}
 	}
-	return nil
+	return c.Rates.Validate()
 }
 
 // withDefaults returns c with every zero field set to its default.
@@ -268,6 +272,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Limits == (protocol.Limits{}) {
 		c.Limits = protocol.DefaultLimits()
+	}
+	if c.Rates == (RateLimits{}) {
+		c.Rates = DefaultRateLimits()
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))

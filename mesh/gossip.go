@@ -21,11 +21,19 @@ import (
 // topic name, protobuf framing and piggybacked control messages.
 const maxRPCSize = protocol.MaxWireSize + 64<<10
 
-// newPubSub starts gossipsub for h. Messages carry no libp2p signature or
-// author (weft messages are signed by their sender), so message IDs must
-// come from the content: see gossipID. The router stops when ctx ends.
-func newPubSub(ctx context.Context, h host.Host, tr *meshTracer, log *slog.Logger) (*pubsub.PubSub, error) {
-	return pubsub.NewGossipSub(ctx, h, append(pubsubOptions(log), pubsub.WithRawTracer(tr))...)
+// newPubSub starts gossipsub for h, with peer scoring: the flood guard's
+// penalties are its application-specific score, and board gets the
+// scores once a second. Messages carry no libp2p signature or author (weft
+// messages are signed by their sender), so message IDs must come from the
+// content: see gossipID. The router stops when ctx ends.
+func newPubSub(ctx context.Context, h host.Host, tr *meshTracer, g *floodGuard, board *scoreBoard, log *slog.Logger) (*pubsub.PubSub, error) {
+	opts := append(pubsubOptions(log),
+		pubsub.WithRawTracer(tr),
+		pubsub.WithPeerScore(peerScoreParams(g.score), peerScoreThresholds()),
+		// After WithPeerScore, which it needs.
+		pubsub.WithPeerScoreInspect(pubsub.ExtendedPeerScoreInspectFn(board.inspect), scoreInterval),
+	)
+	return pubsub.NewGossipSub(ctx, h, opts...)
 }
 
 // pubsubOptions are the gossipsub options every weft node must share.
@@ -75,16 +83,51 @@ func splitWire(wire []byte) (body, sig []byte, ok bool) {
 	return rest[:n], rest[n:], true
 }
 
+// Gate is what a Sink may also implement to have a say in what gossip
+// accepts of its space, beyond the protocol's checks. Its methods are
+// called for every message gossip brings, concurrently: they must be
+// cheap and safe for concurrent use.
+type Gate interface {
+	// Known reports whether author is a known member of space: it gets a
+	// publish rate of its own (RateLimits.Author), while the authors it
+	// does not know share one (RateLimits.Strangers). A peer ID costs
+	// nothing, so "known" should take more than one accepted message.
+	Known(space protocol.ID, author peer.ID) bool
+	// Admit reports (with an error saying why) that this node would not
+	// store m: over a size limit or a quota of its own. Gossip then
+	// ignores m: it is neither stored nor forwarded, and the peer that
+	// sent it is not penalised, since another node's policy may differ.
+	Admit(m *protocol.Message) error
+}
+
 // validator returns the gossipsub validator of space: only a valid weft
-// message of that space is accepted, and it is handed on, decoded, in
-// ValidatorData. Expired or future-dated messages are ignored rather than
-// rejected: the relaying peer may only have a different clock.
-func validator(space protocol.ID, lim protocol.Limits, now func() time.Time, log *slog.Logger) pubsub.ValidatorEx {
+// message of that space, within the rate limits (g) and admitted by gate
+// (if not nil), is accepted, and it is handed on, decoded, in
+// ValidatorData. Messages this node publishes (from self) were checked by
+// the node and only get the protocol's checks.
+//
+// Reject, which costs the sender gossip score, is only for what no honest
+// node forwards: a message that fails the protocol's own checks. What
+// only this node's policy refuses is ignored: a message over its size
+// limit (but within the protocol's), over a rate (the sender's score
+// drops through the flood guard, if it is to blame), refused by the gate.
+// Expired or future-dated messages are ignored too: the relaying peer may
+// only have a different clock.
+func validator(space protocol.ID, self peer.ID, lim protocol.Limits, now func() time.Time, g *floodGuard, gate Gate, log *slog.Logger) pubsub.ValidatorEx {
 	return func(_ context.Context, from peer.ID, pm *pubsub.Message) pubsub.ValidationResult {
+		local := from == self
+		if !local {
+			if v := g.forwarded(space, from, len(pm.Data)); v != within {
+				return pubsub.ValidationIgnore
+			}
+		}
 		msg, err := protocol.Validate(pm.Data, now(), lim)
 		switch {
 		case errors.Is(err, protocol.ErrExpired), errors.Is(err, protocol.ErrClockSkew):
 			log.Debug("gossip message ignored", "space", space, "peer", from, "reason", protocol.Code(err), "err", err)
+			return pubsub.ValidationIgnore
+		case err != nil && policyOnly(pm.Data, now()):
+			log.Debug("gossip message ignored: over this node's limits", "space", space, "peer", from, "reason", protocol.Code(err), "err", err)
 			return pubsub.ValidationIgnore
 		case err != nil:
 			log.Debug("gossip message rejected", "space", space, "peer", from, "reason", protocol.Code(err), "err", err)
@@ -93,7 +136,35 @@ func validator(space protocol.ID, lim protocol.Limits, now func() time.Time, log
 			log.Debug("gossip message rejected", "space", space, "peer", from, "reason", "wrong_space", "msg_space", msg.Space, "id", msg.ID)
 			return pubsub.ValidationReject
 		}
-		pm.ValidatorData = msg
+		known := local || gate == nil || gate.Known(space, msg.Sender())
+		if !local {
+			if v := g.authored(space, msg.Sender(), from, known, len(pm.Data)); v != within {
+				log.Debug("gossip message ignored", "space", space, "peer", from, "reason", v.String(), "author", msg.Sender(), "id", msg.ID)
+				return pubsub.ValidationIgnore
+			}
+			if gate != nil {
+				if err := gate.Admit(msg); err != nil {
+					log.Debug("gossip message ignored: not admitted", "space", space, "peer", from, "id", msg.ID, "err", err)
+					return pubsub.ValidationIgnore
+				}
+			}
+		}
+		pm.ValidatorData = &accepted{msg: msg, known: known}
 		return pubsub.ValidationAccept
 	}
+}
+
+// accepted is what the validator hands on in a message's ValidatorData.
+type accepted struct {
+	msg   *protocol.Message
+	known bool // its author is a known member of the space (see Gate.Known)
+}
+
+// policyOnly reports whether wire, refused under this node's limits, is
+// a valid message under the widest limits the protocol allows: another
+// node may accept and forward it in good faith. Only refusals are checked
+// again, so an honest message costs one validation.
+func policyOnly(wire []byte, now time.Time) bool {
+	_, err := protocol.Validate(wire, now, protocol.StoredLimits())
+	return err == nil || errors.Is(err, protocol.ErrExpired) || errors.Is(err, protocol.ErrClockSkew)
 }

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/libp2p/go-libp2p"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	pb "github.com/libp2p/go-libp2p-pubsub/pb"
 	"github.com/libp2p/go-libp2p/core/crypto"
@@ -64,7 +63,9 @@ func badWires(tb testing.TB, key crypto.PrivKey, space protocol.ID) []badWire {
 		{"bad signature", flipSig, pubsub.ValidationReject},
 		{"tampered body", tampered, pubsub.ValidationReject},
 		{"forged sender", forgedWire, pubsub.ValidationReject},
-		{"oversized", oversized, pubsub.ValidationReject},
+		// Over this node's limit, within the protocol's: another node may
+		// take it, so its relay is not to be punished.
+		{"oversized", oversized, pubsub.ValidationIgnore},
 		{"wrong space", wrongSpace, pubsub.ValidationReject},
 		{"garbage", []byte("\x01\x05hello"), pubsub.ValidationReject},
 		{"empty", nil, pubsub.ValidationReject},
@@ -76,14 +77,14 @@ func badWires(tb testing.TB, key crypto.PrivKey, space protocol.ID) []badWire {
 func TestValidator(t *testing.T) {
 	space := protocol.SpaceID("test/validator")
 	key, _, _ := crypto.GenerateEd25519Key(rand.Reader)
-	val := validator(space, smallLimits, time.Now, slog.New(slog.DiscardHandler))
+	val := validator(space, "self", smallLimits, time.Now, newFloodGuard(DefaultRateLimits(), time.Now, slog.New(slog.DiscardHandler)), nil, slog.New(slog.DiscardHandler))
 
 	good := sign(t, key, space, "fine", nil)
 	pm := &pubsub.Message{Message: &pb.Message{Data: good.Encode()}}
 	if got := val(t.Context(), "", pm); got != pubsub.ValidationAccept {
 		t.Fatalf("valid message: %v", got)
 	}
-	if got, ok := pm.ValidatorData.(*protocol.Message); !ok || got.ID != good.ID {
+	if got, ok := pm.ValidatorData.(*accepted); !ok || got.msg.ID != good.ID {
 		t.Fatalf("ValidatorData = %#v, want the decoded message", pm.ValidatorData)
 	}
 
@@ -133,8 +134,9 @@ func TestGossipID(t *testing.T) {
 }
 
 // A plain gossipsub peer, connected to A only, publishes invalid messages:
-// none reaches a Sink on A or B (A must not forward them), while a valid
-// message it publishes afterwards reaches both.
+// none reaches a Sink on A or B (A must not forward them), and A graylists
+// it. Another raw peer publishes a corrupted copy of a valid message and
+// then the message itself, which reaches both: the copy did not shadow it.
 func TestInvalidMessagesNeverDelivered(t *testing.T) {
 	space := protocol.SpaceID("test/invalid")
 	start := time.Now()
@@ -148,31 +150,8 @@ func TestInvalidMessagesNeverDelivered(t *testing.T) {
 	if err := b.JoinSpace(space, sb); err != nil {
 		t.Fatal(err)
 	}
-
-	// The raw peer: libp2p defaults, loopback only, no weft code but the
-	// gossipsub settings every weft peer shares (no libp2p signatures,
-	// so IDs come from the content).
-	raw, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"), libp2p.DisableRelay())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { raw.Close() })
-	rawPS, err := pubsub.NewGossipSub(t.Context(), raw,
-		pubsub.WithMessageSignaturePolicy(pubsub.StrictNoSign),
-		pubsub.WithMessageIdFn(func(pm *pb.Message) string { s := sha256.Sum256(pm.Data); return string(s[:]) }),
-	)
-	if err != nil {
-		t.Fatal(err)
-	}
-	topic, err := rawPS.Join(protocol.Topic(space))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer topic.Close()
-	if err := raw.Connect(t.Context(), peer.AddrInfo{ID: a.ID(), Addrs: a.h.Addrs()}); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 10*time.Second, "raw peer sees A in the topic", func() bool { return containsPeer(topic.ListPeers(), a.ID()) })
+	bad := newRawGossip(t, space, a)
+	honest := newRawGossip(t, space, a)
 	// Wait for the gossip mesh: a message reaching A before A grafts B never
 	// reaches B by gossip (that is sync's job).
 	waitFor(t, 10*time.Second, "A–B gossip mesh", func() bool {
@@ -182,19 +161,25 @@ func TestInvalidMessagesNeverDelivered(t *testing.T) {
 
 	key, _, _ := crypto.GenerateEd25519Key(rand.Reader)
 	for _, tc := range badWires(t, key, space) {
-		if err := topic.Publish(t.Context(), tc.wire); err != nil {
+		if err := bad.topic.Publish(t.Context(), tc.wire); err != nil {
 			t.Fatalf("raw publish %s: %v", tc.name, err)
 		}
 	}
+	waitFor(t, 10*time.Second, "A to graylist the peer that sent invalid messages", func() bool {
+		s, ok := a.GossipScore(bad.id)
+		return ok && s < GraylistThreshold
+	})
+	phase("invalid sender graylisted")
 	// A corrupted copy of the valid message goes first: it must not shadow
 	// the real one in the gossip seen-cache.
 	good := sign(t, key, space, "valid, after the bad ones", nil)
-	shadow := good.Encode()
+	// A copy: Encode returns the message's own bytes.
+	shadow := bytes.Clone(good.Encode())
 	shadow[len(shadow)-1] ^= 1
-	if err := topic.Publish(t.Context(), shadow); err != nil {
+	if err := honest.topic.Publish(t.Context(), shadow); err != nil {
 		t.Fatal(err)
 	}
-	if err := topic.Publish(t.Context(), good.Encode()); err != nil {
+	if err := honest.topic.Publish(t.Context(), good.Encode()); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 15*time.Second, "the valid message on A", func() bool { return sa.has(good.ID) })
@@ -204,7 +189,7 @@ func TestInvalidMessagesNeverDelivered(t *testing.T) {
 	// reads, so anything invalid would have arrived by now. A second valid
 	// message flushes the path once more before checking.
 	flush := sign(t, key, space, "flush", nil)
-	if err := topic.Publish(t.Context(), flush.Encode()); err != nil {
+	if err := honest.topic.Publish(t.Context(), flush.Encode()); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 15*time.Second, "the flush message on A and B", func() bool { return sa.has(flush.ID) && sb.has(flush.ID) })
@@ -218,5 +203,8 @@ func TestInvalidMessagesNeverDelivered(t *testing.T) {
 			t.Errorf("%s's sink does not hold the valid message exactly as signed", name)
 		}
 		s.mu.Unlock()
+	}
+	if s, _ := a.GossipScore(honest.id); s < GraylistThreshold {
+		t.Errorf("the peer that sent one corrupted copy is graylisted (score %v)", s)
 	}
 }

@@ -3,6 +3,7 @@ package mesh
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/json"
 	"log/slog"
 	"os"
@@ -10,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p"
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	pb "github.com/libp2p/go-libp2p-pubsub/pb"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -128,4 +132,59 @@ func containsPeer(ps []peer.ID, p peer.ID) bool {
 		}
 	}
 	return false
+}
+
+// rawGossip is a plain gossipsub peer (libp2p defaults, loopback only, no
+// weft code but the gossipsub settings every weft peer shares: no libp2p
+// signatures, IDs from the content, though not weft's) subscribed to a
+// space's topic.
+type rawGossip struct {
+	id    peer.ID
+	key   crypto.PrivKey
+	topic *pubsub.Topic
+}
+
+// newRawGossip starts a raw gossipsub peer, subscribes it to space and
+// connects it to to, waiting until each sees the other in the topic.
+func newRawGossip(tb testing.TB, space protocol.ID, to *Mesh) *rawGossip {
+	tb.Helper()
+	key, _, err := crypto.GenerateEd25519Key(rand.Reader)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	h, err := libp2p.New(libp2p.Identity(key), libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"), libp2p.DisableRelay())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { h.Close() })
+	ps, err := pubsub.NewGossipSub(tb.Context(), h,
+		pubsub.WithMessageSignaturePolicy(pubsub.StrictNoSign),
+		pubsub.WithMaxMessageSize(maxRPCSize),
+		// Publish to every peer of the topic, not just the gossip mesh,
+		// which the raw peer may not have formed yet (or A may have pruned
+		// it from): what it publishes reaches A at once, never by gossip.
+		pubsub.WithFloodPublish(true),
+		// Room to queue a flood rather than drop it.
+		pubsub.WithPeerOutboundQueueSize(1<<14),
+		pubsub.WithMessageIdFn(func(pm *pb.Message) string { s := sha256.Sum256(pm.Data); return string(s[:]) }),
+	)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	topic, err := ps.Join(protocol.Topic(space))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	sub, err := topic.Subscribe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(sub.Cancel)
+	if err := h.Connect(tb.Context(), peer.AddrInfo{ID: to.ID(), Addrs: to.h.Addrs()}); err != nil {
+		tb.Fatal(err)
+	}
+	waitFor(tb, 10*time.Second, "the raw peer and the node to see each other in the topic", func() bool {
+		return containsPeer(topic.ListPeers(), to.ID()) && containsPeer(to.SpacePeers(space), h.ID())
+	})
+	return &rawGossip{id: h.ID(), key: key, topic: topic}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"testing"
@@ -96,9 +97,11 @@ func TestServiceLimits(t *testing.T) {
 			if named := streamsNamed(b.Host(), tc.proto, tc.service); named != n {
 				t.Fatalf("%d of the %d %s streams have service %s in their scope", named, n, tc.proto, tc.service)
 			}
-			if mem := serviceStat(t, b.Host(), tc.service).Memory; mem < int64(n*announced) {
-				t.Errorf("%d bytes reserved by %d streams, want at least %d each", mem, n, announced)
-			}
+			// A stream counts in the service once its handler has attached
+			// it, a moment before the handler starts reading its frame.
+			waitFor(t, 10*time.Second, fmt.Sprintf("%d streams to reserve their frames (%d bytes each)", n, announced), func() bool {
+				return serviceStat(t, b.Host(), tc.service).Memory >= int64(n*announced)
+			})
 
 			for range 2 {
 				if err := ended(open(), 5*time.Second); err != nil {

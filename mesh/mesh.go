@@ -43,6 +43,8 @@ type Mesh struct {
 	disc      *drouting.RoutingDiscovery
 	ps        *pubsub.PubSub
 	tracer    *meshTracer
+	guard     *floodGuard  // gossip rate limits and flood penalties
+	board     *scoreBoard  // gossip scores as last read
 	mdns      mdns.Service // nil unless Config.MDNS
 	idSub     event.Subscription
 	log       *slog.Logger
@@ -137,7 +139,10 @@ func New(ctx context.Context, key crypto.PrivKey, cfg Config) (_ *Mesh, err erro
 	m.disc = drouting.NewRoutingDiscovery(m.dht)
 
 	m.tracer = newMeshTracer()
-	m.ps, err = newPubSub(runCtx, h, m.tracer, cfg.Logger)
+	m.guard = newFloodGuard(cfg.Rates, cfg.Now, cfg.Logger)
+	m.board = newScoreBoard(cfg.Logger, cfg.Now, m.disconnect)
+	h.Network().Notify(&network.NotifyBundle{ConnectedF: m.closeGraylisted})
+	m.ps, err = newPubSub(runCtx, h, m.tracer, m.guard, m.board, cfg.Logger)
 	if err != nil {
 		return nil, fmt.Errorf("gossipsub: %w", err)
 	}
@@ -216,6 +221,28 @@ func (m *Mesh) shutdown() error {
 	}
 	errs = append(errs, m.h.Close())
 	return errors.Join(errs...)
+}
+
+// closeGraylisted closes a new connection of a peer that is graylisted
+// (see scoreBoard): it would only cost this node the reading of RPCs that
+// gossipsub drops.
+func (m *Mesh) closeGraylisted(_ network.Network, c network.Conn) {
+	if p := c.RemotePeer(); m.board.graylisted(p) {
+		go func() {
+			_ = c.Close()
+			m.log.Debug("gossip: closed a graylisted peer's new connection", "peer", p)
+		}()
+	}
+}
+
+// disconnect closes every connection to p, and reports whether there was
+// one.
+func (m *Mesh) disconnect(p peer.ID) bool {
+	if m.h.Network().Connectedness(p) != network.Connected {
+		return false
+	}
+	_ = m.h.Network().ClosePeer(p)
+	return true
 }
 
 // ID returns this node's peer ID.

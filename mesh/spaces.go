@@ -9,12 +9,19 @@ import (
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/weftmesh/weft/mesh/reconcile"
 	"github.com/weftmesh/weft/protocol"
 )
 
+// ErrDeclined is what a Sink's error wraps for a valid message the node
+// does not keep (over a quota or size limit of its own): sync drops it
+// and goes on, where another error would end the session.
+var ErrDeclined = reconcile.ErrDeclined
+
 // Sink receives every valid message of a joined space that arrives from the
 // network; messages this node published itself are not delivered back by
-// gossip. Deliver is called from the space's subscription goroutine and,
+// gossip. A Sink that also implements Gate has a say in what gossip
+// accepts. Deliver is called from the space's subscription goroutine and,
 // with sync on, from sync sessions, concurrently: it must be safe for
 // concurrent use and idempotent (the same message can arrive both ways),
 // and should store the message and return. ctx ends when the space is left
@@ -61,13 +68,19 @@ func (m *Mesh) JoinSpace(id protocol.ID, sink Sink) error {
 	}
 
 	name := protocol.Topic(id)
-	if err := m.ps.RegisterTopicValidator(name, validator(id, m.lim, m.now, m.log)); err != nil {
+	gate, _ := sink.(Gate)
+	if err := m.ps.RegisterTopicValidator(name, validator(id, m.h.ID(), m.lim, m.now, m.guard, gate, m.log)); err != nil {
 		return fmt.Errorf("join space %s: validator: %w", id, err)
 	}
 	topic, err := m.ps.Join(name)
 	if err != nil {
 		_ = m.ps.UnregisterTopicValidator(name)
 		return fmt.Errorf("join space %s: topic: %w", id, err)
+	}
+	if err := topic.SetScoreParams(topicScoreParams()); err != nil {
+		_ = topic.Close()
+		_ = m.ps.UnregisterTopicValidator(name)
+		return fmt.Errorf("join space %s: score parameters: %w", id, err)
 	}
 	sub, err := topic.Subscribe(pubsub.WithBufferSize(subBuffer))
 	if err != nil {
@@ -137,9 +150,55 @@ func (m *Mesh) stopSpace(s *space) error {
 	)
 }
 
-// receiveLoop hands the space's validated messages to sink.
+// memberWorkers and strangerWorkers are how many of a space's gossiped
+// messages, of known authors and of the others, are handed to the Sink at
+// once. A durable store fsyncs each message, and concurrent stores share
+// fsyncs: handed over one at a time, a burst of a hundred messages (a
+// flooder's first, before it is throttled) would hold every message behind
+// it, members' included, for seconds. Strangers get workers of their own,
+// fewer, so that their bursts never hold up members' messages.
+const (
+	memberWorkers   = 12
+	strangerWorkers = 4
+)
+
+// strangerQueue is how many messages of authors the Gate does not know
+// may wait for the Sink; beyond it they are shed (sync may fetch them
+// later), rather than make members' messages wait.
+const strangerQueue = 256
+
+// received is a gossiped message waiting for the Sink.
+type received struct {
+	msg  *protocol.Message
+	from peer.ID
+}
+
+// receiveLoop hands the space's validated messages to sink: members' and
+// strangers' on workers of their own (see memberWorkers), strangers' shed
+// if they pile up.
 func (m *Mesh) receiveLoop(ctx context.Context, s *space, sink Sink) {
 	self := m.h.ID()
+	members := make(chan received, subBuffer)
+	strangers := make(chan received, strangerQueue)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	work := func(q <-chan received) {
+		for {
+			select {
+			case r := <-q:
+				m.deliver(ctx, s, sink, r.msg, r.from)
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
+	for range memberWorkers {
+		wg.Go(func() { work(members) })
+	}
+	for range strangerWorkers {
+		wg.Go(func() { work(strangers) })
+	}
+	shed := 0
 	for {
 		pm, err := s.sub.Next(ctx)
 		if err != nil {
@@ -148,20 +207,44 @@ func (m *Mesh) receiveLoop(ctx context.Context, s *space, sink Sink) {
 		if pm.ReceivedFrom == self {
 			continue // our own publication: already stored
 		}
-		msg, ok := pm.ValidatorData.(*protocol.Message)
+		a, ok := pm.ValidatorData.(*accepted)
 		if !ok { // cannot happen: the validator accepts only after setting it
 			m.log.Error("gossip message without validator data", "space", s.id, "peer", pm.ReceivedFrom)
 			continue
 		}
-		if err := sink.Deliver(ctx, msg); err != nil {
-			if ctx.Err() != nil {
+		r := received{msg: a.msg, from: pm.ReceivedFrom}
+		if a.known {
+			select {
+			case members <- r:
+			case <-ctx.Done():
 				return
 			}
-			m.log.Warn("deliver failed", "space", s.id, "id", msg.ID, "peer", pm.ReceivedFrom, "err", err)
 			continue
 		}
-		m.repairGap(s.id, msg, pm.ReceivedFrom)
+		select {
+		case strangers <- r:
+		default:
+			if shed++; shed%1000 == 1 {
+				m.log.Info("gossip: strangers' messages shed: more arrive than the store takes", "space", s.id, "shed", shed)
+			}
+		}
 	}
+}
+
+// deliver hands one gossiped message to sink, then repairs the gap it
+// reveals, if any.
+func (m *Mesh) deliver(ctx context.Context, s *space, sink Sink, msg *protocol.Message, from peer.ID) {
+	if err := sink.Deliver(ctx, msg); err != nil {
+		switch {
+		case ctx.Err() != nil:
+		case errors.Is(err, ErrDeclined):
+			m.log.Debug("message declined", "space", s.id, "id", msg.ID, "peer", from, "err", err)
+		default:
+			m.log.Warn("deliver failed", "space", s.id, "id", msg.ID, "peer", from, "err", err)
+		}
+		return
+	}
+	m.repairGap(s.id, msg, from)
 }
 
 // Publish broadcasts msg to its space, which must be joined. The message is

@@ -55,6 +55,26 @@ type Config struct {
 	// Trusted peers (Node.Trust) are never limited.
 	DM policy.DMConfig
 
+	// Flood resistance (see README, "Flood resistance").
+
+	// Rates bound how fast gossip brings each space new messages: per
+	// author, per forwarding peer, and for the authors this node does not
+	// know yet together (the zero value: mesh.DefaultRateLimits()). This
+	// node's own agents are paced below the author rate, so that its
+	// peers never throttle it.
+	Rates mesh.RateLimits
+	// StrangerProbation is how long this node must have held a message of
+	// an author before that author is a known member of the space, with a
+	// publish rate of its own; until then it shares Rates.Strangers with
+	// every other new author (0: DefaultStrangerProbation; negative: known
+	// from its first message).
+	StrangerProbation time.Duration
+	// SpaceLimits are every space's quotas and message size unless set
+	// per space (weft join --max-bytes…): zero fields take
+	// DefaultSpaceLimits, negative ones are no bound. The message size is
+	// never above Limits.MaxSize.
+	SpaceLimits store.SpaceLimits
+
 	// Card sets this node's agent card name, description and static
 	// capabilities (stored; empty fields keep the stored ones; ID and
 	// Version are ignored).
@@ -79,6 +99,18 @@ type Config struct {
 	// mesh.ConnLimits).
 	Conns mesh.ConnLimits
 }
+
+// DefaultStrangerProbation is Config.StrangerProbation's default: long
+// enough that a flooder cannot mint authors as fast as it floods (each
+// one's first message goes through the strangers' shared rate, and waits
+// this long before it earns a rate of its own), short enough that a new
+// agent is a member within the hour it joins.
+const DefaultStrangerProbation = 10 * time.Minute
+
+// DefaultSpaceLimits are the quotas of a space: 1 GiB in all and 64 MiB
+// per sender (a flooder fills at most its own share, and only 16 of them
+// fill a space), for messages up to the protocol's size (Limits.MaxSize).
+var DefaultSpaceLimits = store.SpaceLimits{MaxBytes: 1 << 30, MaxSenderBytes: 64 << 20}
 
 // Default returns the configuration of `weft daemon` without flags.
 func Default() Config {
@@ -111,6 +143,12 @@ func (c Config) Validate() error {
 	if c.Limits.MaxAge > 0 && c.SyncWindow > c.Limits.MaxAge {
 		return fmt.Errorf("config: the sync window %v reaches further back than the max age %v, and messages older than that are refused: raise the max age (0: no bound) or shorten the window",
 			c.SyncWindow, c.Limits.MaxAge)
+	}
+	if err := c.Rates.Validate(); err != nil {
+		return fmt.Errorf("config: rates: %w", err)
+	}
+	if c.SpaceLimits.MaxMessageSize > c.Limits.MaxSize {
+		return fmt.Errorf("config: max message size %d above the message limit %d", c.SpaceLimits.MaxMessageSize, c.Limits.MaxSize)
 	}
 	switch c.DHTMode {
 	case "server", "client", "auto":

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -32,9 +33,22 @@ func (s inboxSink) Receive(ctx context.Context, m *protocol.Message) error {
 	return s.n.receiveDM(ctx, m)
 }
 
-// ingest stores a valid message durably and reports whether it was new.
+// ingest stores a valid message durably, within its space's limits (see
+// flood.go), and reports whether it was new. A message over them is not
+// stored: this node's agents get an *Error saying so, the network
+// mesh.ErrDeclined.
 func (n *Node) ingest(ctx context.Context, m *protocol.Message, via string) (store.Entry, bool, error) {
-	e, added, err := n.store.Put(ctx, storeMessage(m))
+	if err := n.admit(m); err != nil {
+		if has, _ := n.store.Has(m.ID); has {
+			return n.stored(m.ID)
+		}
+		return store.Entry{}, false, n.refusal(m, via, err)
+	}
+	lim := n.limitsOf(m.Space)
+	e, added, err := n.store.PutWithin(ctx, storeMessage(m), store.Quota{SpaceBytes: lim.MaxBytes, SenderBytes: lim.MaxSenderBytes})
+	if errors.Is(err, store.ErrQuota) {
+		return e, false, n.refusal(m, via, err)
+	}
 	if err != nil {
 		if via != "api" {
 			n.log.Warn("store message", "via", via, "id", m.ID, "err", err)
@@ -47,6 +61,16 @@ func (n *Node) ingest(ctx context.Context, m *protocol.Message, via string) (sto
 	return e, added, nil
 }
 
+// stored returns the entry of a message already stored, as Put would.
+func (n *Node) stored(id protocol.ID) (store.Entry, bool, error) {
+	e, err := n.store.Get(id)
+	if errors.Is(err, store.ErrNotFound) {
+		// Expired: stored, not shown. Nothing to add.
+		return store.Entry{}, false, nil
+	}
+	return e, false, err
+}
+
 func storeMessage(m *protocol.Message) store.Message {
 	sm := store.Message{
 		ID:      m.ID,
@@ -55,6 +79,7 @@ func storeMessage(m *protocol.Message) store.Message {
 		ReplyTo: m.Refs.Messages,
 		Time:    m.CreatedAt,
 		Raw:     m.Wire(), // the bytes it was signed or received as, not encoded again
+		From:    m.From,   // for the quota per sender
 	}
 	if exp, ok := m.Expiry(); ok {
 		sm.Expires = exp.UnixMilli()

@@ -48,6 +48,9 @@ type Node struct {
 	agent    *agent.Service
 	card     cardState
 	started  time.Time
+	limits   spaceLimits // each joined space's own limits
+	pacer    *pacer      // this node's own posts, below its peers' rates
+	declined declinedLog
 
 	trust      *policy.TrustList // who may call the handlers that allow "trusted"
 	gate       *policy.Gate      // the inbox's DM policy
@@ -96,7 +99,8 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	n := &Node{cfg: cfg, log: log, key: key, store: st, handlers: newHandlers(), started: time.Now(),
-		trust: trust, gate: policy.NewGate(cfg.DM)}
+		trust: trust, gate: policy.NewGate(cfg.DM),
+		limits: spaceLimits{own: make(map[protocol.ID]store.SpaceLimits)}, pacer: newPacer(cfg.rates().Author)}
 	n.handlers.rel = trust
 	defer func() {
 		if err != nil {
@@ -132,6 +136,7 @@ func (n *Node) startMesh(ctx context.Context) (err error) {
 		SyncInterval: cfg.SyncInterval,
 		SyncWindow:   cfg.syncWindow(),
 		Gater:        cfg.Gater,
+		Rates:        cfg.Rates,
 	}
 	if err := n.meshAccess(&mcfg); err != nil {
 		return err
@@ -174,6 +179,7 @@ func (n *Node) startMesh(ctx context.Context) (err error) {
 		return err
 	}
 	for _, sp := range spaces {
+		n.limits.set(sp.ID, sp.Limits)
 		if err := n.mesh.JoinSpace(sp.ID, spaceSink{n}); err != nil {
 			return fmt.Errorf("rejoin space %s: %w", sp.Name, err)
 		}

@@ -20,11 +20,15 @@ const MaxSpaceName = 128
 // Space is a joined space as this node sees it.
 type Space struct {
 	store.Space
-	Messages int // messages held
-	Peers    int // peers seen in the space's gossip topic
+	Messages int   // messages held
+	Bytes    int64 // bytes of the messages held (what the quota counts)
+	Peers    int   // peers seen in the space's gossip topic
 	// Keep is what the node keeps of the space: the space's own retention,
 	// else the node's default (zero: everything).
 	Keep store.Retention
+	// Limit is what the node takes into the space: its own limits, else
+	// the node's (a zero field: no bound).
+	Limit store.SpaceLimits
 }
 
 // CheckSpaceName reports whether name can name a space.
@@ -48,6 +52,10 @@ func (n *Node) describe(sp store.Space) Space {
 	if out.Keep == (store.Retention{}) {
 		out.Keep = n.cfg.Retention
 	}
+	if u, err := n.store.Usage(sp.ID); err == nil {
+		out.Bytes = u.Bytes
+	}
+	out.Limit = effectiveLimits(sp.Limits, n.cfg.SpaceLimits, n.cfg.Limits.MaxSize)
 	return out
 }
 
@@ -98,10 +106,35 @@ func (n *Node) Join(name string, keep *store.Retention) (Space, bool, error) {
 			return Space{}, false, err
 		}
 	}
+	n.limits.set(sp.ID, sp.Limits)
 	if err := n.mesh.JoinSpace(sp.ID, spaceSink{n}); err != nil {
 		return Space{}, false, err
 	}
 	return n.describe(sp), created, nil
+}
+
+// SetSpaceLimits sets what the node takes into a joined space (by name or
+// ID): its quotas and message size (zero fields: the node's defaults). A
+// message size above the node's message limit is an error; lowering a
+// quota below what the space holds takes nothing away, it only refuses
+// what comes next.
+func (n *Node) SetSpaceLimits(ref string, l store.SpaceLimits) (Space, error) {
+	if l.MaxBytes < 0 || l.MaxSenderBytes < 0 || l.MaxMessageSize < 0 {
+		return Space{}, errorf(api.CodeBadRequest, "space limits must not be negative")
+	}
+	if l.MaxMessageSize > n.cfg.Limits.MaxSize {
+		return Space{}, errorf(api.CodeBadRequest, "max message size %d is above this node's limit of %d", l.MaxMessageSize, n.cfg.Limits.MaxSize)
+	}
+	cur, err := n.Space(ref)
+	if err != nil {
+		return Space{}, err
+	}
+	sp, err := n.store.SetLimits(cur.ID, l)
+	if err != nil {
+		return Space{}, err
+	}
+	n.limits.set(sp.ID, sp.Limits)
+	return n.describe(sp), nil
 }
 
 // Leave leaves a joined space (by name or ID); its messages stay until
@@ -114,6 +147,7 @@ func (n *Node) Leave(ref string) error {
 	if err := n.mesh.LeaveSpace(sp.ID); err != nil {
 		return err
 	}
+	n.limits.drop(sp.ID)
 	if err := n.store.LeaveSpace(sp.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
@@ -141,6 +175,12 @@ func (n *Node) Send(ctx context.Context, space protocol.ID, p Post) (Message, er
 	}
 	m, err := protocol.Sign(n.key, d, n.cfg.Limits)
 	if err != nil {
+		return Message{}, err
+	}
+	if err := n.admit(m); err != nil {
+		return Message{}, n.refusal(m, "api", err)
+	}
+	if err := n.pacer.wait(ctx, space, len(m.Encode())); err != nil {
 		return Message{}, err
 	}
 	e, _, err := n.ingest(ctx, m, "api")

@@ -35,6 +35,13 @@ import (
 //	q space          → 8-byte BE seq: the highest seq of a deleted message of
 //	                   space, so that seqs are not reused after a reopen when
 //	                   the newest messages were deleted (see lastSeq).
+//	b space          → the space's usage: bytes(8, BE) | count(8, BE) of
+//	                   its messages' raw bytes (see usage.go)
+//	f space from     → one sender's usage in space: bytes(8) | count(8) |
+//	                   since(8, Unix ms, store clock); from is Message.From
+//	z                → one byte: the version of the usage counters (they
+//	                   are counted afresh at Open when it is missing, see
+//	                   migrateUsage)
 //	s id             → JSON space record
 //	p peer-id        → JSON peer record
 //
@@ -67,6 +74,9 @@ const (
 	prefixExpiry  byte = 'e'
 	prefixSeqMark byte = 'q'
 	prefixSpace   byte = 's'
+	prefixUsage   byte = 'b'
+	prefixSender  byte = 'f'
+	prefixVersion byte = 'z'
 	prefixPeer    byte = 'p'
 
 	prefixOutbox     byte = 'o'
@@ -128,6 +138,13 @@ func orderKey(space protocol.ID, seq uint64) []byte {
 }
 
 func seqMarkKey(space protocol.ID) []byte { return idKey(prefixSeqMark, space) }
+func usageKey(space protocol.ID) []byte   { return idKey(prefixUsage, space) }
+
+func senderUsageKey(space protocol.ID, from string) []byte {
+	return append(idKey(prefixSender, space), from...)
+}
+
+func usageVersionKey() []byte             { return []byte{prefixVersion} }
 func timePrefix(space protocol.ID) []byte { return idKey(prefixTime, space) }
 
 const timeKeySize = 1 + protocol.IDSize + timeSize + protocol.IDSize

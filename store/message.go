@@ -27,6 +27,10 @@ type Message struct {
 	// so that replies can be listed.
 	ReplyTo []protocol.ID
 	Raw     []byte // the wire encoding, opaque to the store
+	// From names the message's sender (its author's peer ID, as text),
+	// opaque to the store: it is what Usage counts per sender and what
+	// PutWithin's sender quota bounds. Empty is a sender like any other.
+	From string
 }
 
 // SyncKey returns m's position in sync order.
@@ -51,8 +55,16 @@ var errRetry = errors.New("store: retry")
 // Put stores m durably (fsync'd before it returns) and appends it to its
 // space's order. A message already stored (same ID) is not stored again: Put
 // returns the stored Entry, added=false and no error. Concurrent Puts share
-// fsyncs (group commit).
+// fsyncs (group commit). It is PutWithin with no quota.
 func (s *Store) Put(ctx context.Context, m Message) (e Entry, added bool, err error) {
+	return s.PutWithin(ctx, m, Quota{})
+}
+
+// PutWithin is Put, except that a new message that would take its space,
+// or its sender (m.From) in that space, over q is not stored: it returns an
+// error wrapping ErrQuota. The check and the counters it reads are exact
+// (Puts in flight included), so concurrent Puts cannot overshoot a quota.
+func (s *Store) PutWithin(ctx context.Context, m Message, q Quota) (e Entry, added bool, err error) {
 	if m.ID.IsZero() || m.Space.IsZero() {
 		return Entry{}, false, errors.New("store: put: zero message or space id")
 	}
@@ -67,7 +79,7 @@ func (s *Store) Put(ctx context.Context, m Message) (e Entry, added bool, err er
 		if err := ctx.Err(); err != nil {
 			return Entry{}, false, fmt.Errorf("store: put %s: %w", m.ID, err)
 		}
-		e, added, err = s.putOnce(m)
+		e, added, err = s.putOnce(m, q)
 		if !errors.Is(err, errRetry) {
 			return e, added, err
 		}
@@ -93,7 +105,7 @@ func (s *Store) Put(ctx context.Context, m Message) (e Entry, added bool, err er
 // conflict detection: the child reads m|parent, the parent reads r|parent,
 // and each writes what the other read. A concurrent Put of the same ID
 // conflicts on m|id. Conflicts are retried; the retry sees the winner.
-func (s *Store) putOnce(m Message) (Entry, bool, error) {
+func (s *Store) putOnce(m Message, q Quota) (Entry, bool, error) {
 	txn := s.db.NewTransaction(true)
 	defer txn.Discard()
 
@@ -167,16 +179,25 @@ func (s *Store) putOnce(m Message) (Entry, bool, error) {
 		s.commitMu.Unlock()
 		return Entry{}, false, fmt.Errorf("store: put %s: set order: %w", m.ID, err)
 	}
+	// Last: the usage counters (see usage.go) include this Put from here
+	// until it is settled or undone.
+	c, err := s.chargeLocked(txn, m, q)
+	if err != nil {
+		s.commitMu.Unlock()
+		return Entry{}, false, fmt.Errorf("store: put %s: %w", m.ID, err)
+	}
 	done := make(chan error, 1)
 	txn.CommitWith(func(err error) { done <- err })
 	s.commitMu.Unlock()
 
 	if err := <-done; err != nil {
+		s.undo(c)
 		if errors.Is(err, badger.ErrConflict) {
 			return Entry{}, false, errRetry // seq is skipped; gaps are fine
 		}
 		return Entry{}, false, fmt.Errorf("store: put %s: commit: %w", m.ID, err)
 	}
+	s.settle(c)
 	s.updateHeads(m, !referenced, unheaded)
 	s.updateIndex(m.Space, true, m.SyncKey())
 	s.notify(m.Space)
@@ -569,13 +590,20 @@ func chunks(raw []byte) [][]byte {
 	return out
 }
 
-// Message record, version 2: version(1) | seq(8, BE) | space(32) |
+// Message record, version 3: version(1) | seq(8, BE) | space(32) |
 // time(8, BE, two's complement) | expires(8, same) | uvarint len(prev) |
 // prev(32 each) | uvarint len(reply-to) | reply-to(32 each) | uvarint number
-// of raw chunks. The raw bytes are kept under the data keys. Reply-to is
-// kept so that a delete can clean the reply index. Version 1 (before
-// time, expiry and reply-to) is not read.
-const recordVersion = 2
+// of raw chunks | uvarint raw size | uvarint len(from) | from. The raw
+// bytes are kept under the data keys. Reply-to is kept so that a delete
+// can clean the reply index; size and from so that it can update the
+// usage counters (see usage.go) without reading the raw bytes. Version 2
+// (no size, no from) is still read, and rewritten as version 3 when a
+// store is opened (see migrateUsage); version 1 (before time, expiry and
+// reply-to) is not read.
+const (
+	recordVersion   = 3
+	recordVersionV2 = 2
+)
 
 const (
 	recordHeader    = 1 + seqSize + protocol.IDSize
@@ -583,7 +611,7 @@ const (
 )
 
 func encodeRecord(m Message, seq uint64) []byte {
-	b := make([]byte, 0, recordFixedSize+3*binary.MaxVarintLen64+(len(m.Prev)+len(m.ReplyTo))*protocol.IDSize)
+	b := make([]byte, 0, recordFixedSize+5*binary.MaxVarintLen64+(len(m.Prev)+len(m.ReplyTo))*protocol.IDSize+len(m.From))
 	b = append(b, recordVersion)
 	b = binary.BigEndian.AppendUint64(b, seq)
 	b = append(b, m.Space[:]...)
@@ -591,7 +619,10 @@ func encodeRecord(m Message, seq uint64) []byte {
 	b = binary.BigEndian.AppendUint64(b, uint64(m.Expires))
 	b = appendIDs(b, m.Prev)
 	b = appendIDs(b, m.ReplyTo)
-	return binary.AppendUvarint(b, uint64(len(chunks(m.Raw))))
+	b = binary.AppendUvarint(b, uint64(len(chunks(m.Raw))))
+	b = binary.AppendUvarint(b, uint64(len(m.Raw)))
+	b = binary.AppendUvarint(b, uint64(len(m.From)))
+	return append(b, m.From...)
 }
 
 func appendIDs(b []byte, ids []protocol.ID) []byte {
@@ -609,9 +640,9 @@ func checkRecordHeader(b []byte) error {
 	switch {
 	case len(b) == 0:
 		return fmt.Errorf("%w: empty", errBadRecord)
-	case b[0] != recordVersion:
-		return fmt.Errorf("%w: version %d, want %d (stores from before version 2 cannot be read)",
-			errBadRecord, b[0], recordVersion)
+	case b[0] != recordVersion && b[0] != recordVersionV2:
+		return fmt.Errorf("%w: version %d, want %d or %d (stores from before version 2 cannot be read)",
+			errBadRecord, b[0], recordVersionV2, recordVersion)
 	case len(b) < recordFixedSize:
 		return fmt.Errorf("%w: %d bytes", errBadRecord, len(b))
 	}
@@ -639,17 +670,25 @@ func recordExpired(b []byte, now int64) bool {
 // decodeRecord decodes the record of message id, returning it with Raw
 // nil and the number of raw chunks.
 func decodeRecord(id protocol.ID, b []byte) (Entry, int, error) {
+	e, n, _, err := decodeRecordSize(id, b)
+	return e, n, err
+}
+
+// decodeRecordSize is decodeRecord that also returns the size of the raw
+// bytes: -1 for a version 2 record, which does not hold it (nor From).
+func decodeRecordSize(id protocol.ID, b []byte) (Entry, int, int64, error) {
 	if err := checkRecordHeader(b); err != nil {
-		return Entry{}, 0, fmt.Errorf("message %s: %w", id, err)
+		return Entry{}, 0, 0, fmt.Errorf("message %s: %w", id, err)
 	}
-	bad := func(what string) (Entry, int, error) {
-		return Entry{}, 0, fmt.Errorf("message %s: %w: %s", id, errBadRecord, what)
+	bad := func(what string) (Entry, int, int64, error) {
+		return Entry{}, 0, 0, fmt.Errorf("message %s: %w: %s", id, errBadRecord, what)
 	}
 	e := Entry{Message: Message{ID: id}}
 	e.Cursor = Cursor(binary.BigEndian.Uint64(b[1:]))
 	e.Space = protocol.ID(b[1+seqSize : recordHeader])
 	e.Time = int64(binary.BigEndian.Uint64(b[recordHeader:]))
 	e.Expires = int64(binary.BigEndian.Uint64(b[recordHeader+timeSize:]))
+	version := b[0]
 	rest := b[recordFixedSize:]
 	var ok bool
 	if e.Prev, rest, ok = readIDs(rest); !ok {
@@ -659,10 +698,29 @@ func decodeRecord(id protocol.ID, b []byte) (Entry, int, error) {
 		return bad("reply-to")
 	}
 	chunks, w := binary.Uvarint(rest)
-	if w <= 0 || w != len(rest) || chunks > 255 {
+	if w <= 0 || chunks > 255 {
 		return bad("chunk count")
 	}
-	return e, int(chunks), nil
+	rest = rest[w:]
+	if version == recordVersionV2 {
+		if len(rest) != 0 {
+			return bad("chunk count")
+		}
+		return e, int(chunks), -1, nil
+	}
+	size, w := binary.Uvarint(rest)
+	if w <= 0 || size > chunks*dataChunkSize || (chunks > 0 && size <= (chunks-1)*dataChunkSize) {
+		return bad("size")
+	}
+	rest = rest[w:]
+	n, w := binary.Uvarint(rest)
+	if w <= 0 || n != uint64(len(rest)-w) {
+		return bad("from")
+	}
+	if n > 0 {
+		e.From = string(rest[w:])
+	}
+	return e, int(chunks), int64(size), nil
 }
 
 // readIDs reads a uvarint count and that many IDs from b; nil for none.

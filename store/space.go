@@ -21,6 +21,29 @@ type Space struct {
 	// Retention bounds what the store keeps of the space; zero means the
 	// store's default (Options.Retention).
 	Retention Retention `json:"retention,omitzero"`
+	// Limits bound what the node takes into the space; zero fields mean
+	// the node's defaults. The store keeps them; the node enforces them.
+	Limits SpaceLimits `json:"limits,omitzero"`
+}
+
+// SpaceLimits bound what a node takes into one space, on every path
+// (gossip, sync, its own agents): the bytes the space may hold, the bytes
+// each sender may hold in it (both counted as Usage counts them), and the
+// size of one message's body. A zero field is no bound of the space's own.
+type SpaceLimits struct {
+	MaxBytes       int64 `json:"max_bytes,omitempty"`
+	MaxSenderBytes int64 `json:"max_sender_bytes,omitempty"`
+	MaxMessageSize int   `json:"max_message_size,omitempty"`
+}
+
+// IsZero reports whether l sets no limit of its own.
+func (l SpaceLimits) IsZero() bool { return l == SpaceLimits{} }
+
+func (l SpaceLimits) validate() error {
+	if l.MaxBytes < 0 || l.MaxSenderBytes < 0 || l.MaxMessageSize < 0 {
+		return fmt.Errorf("space limits %+v: negative bound", l)
+	}
+	return nil
 }
 
 // Retention bounds how many messages of a space, and how old, a store
@@ -110,6 +133,9 @@ func (s *Store) JoinSpace(sp Space) (Space, bool, error) {
 	if err := sp.Retention.validate(); err != nil {
 		return Space{}, false, fmt.Errorf("store: join space %s: %w", sp.ID, err)
 	}
+	if err := sp.Limits.validate(); err != nil {
+		return Space{}, false, fmt.Errorf("store: join space %s: %w", sp.ID, err)
+	}
 	if sp.JoinedAt.IsZero() {
 		sp.JoinedAt = time.Now()
 	}
@@ -176,6 +202,46 @@ func (s *Store) SetRetention(id protocol.ID, r Retention) (Space, error) {
 		return Space{}, fmt.Errorf("store: set retention of %s: %w", id, err)
 	}
 	return sp, nil
+}
+
+// SetLimits sets the limits of joined space id (zero: the node's
+// defaults) and returns the updated record, or ErrNotFound if id is not
+// joined.
+func (s *Store) SetLimits(id protocol.ID, l SpaceLimits) (Space, error) {
+	if err := l.validate(); err != nil {
+		return Space{}, fmt.Errorf("store: set limits of %s: %w", id, err)
+	}
+	sp, err := s.updateSpace(id, func(sp *Space) { sp.Limits = l })
+	if err != nil {
+		return Space{}, fmt.Errorf("store: set limits of %s: %w", id, err)
+	}
+	return sp, nil
+}
+
+// updateSpace applies edit to the record of joined space id.
+func (s *Store) updateSpace(id protocol.ID, edit func(*Space)) (Space, error) {
+	if err := s.enter(); err != nil {
+		return Space{}, err
+	}
+	defer s.leave()
+	var sp Space
+	err := s.update(func(txn *badger.Txn) error {
+		val, err := get(txn, spaceKey(id))
+		if err != nil {
+			return err
+		}
+		sp = Space{}
+		if err := json.Unmarshal(val, &sp); err != nil {
+			return err
+		}
+		edit(&sp)
+		b, err := json.Marshal(sp)
+		if err != nil {
+			return err
+		}
+		return txn.Set(spaceKey(id), b)
+	})
+	return sp, err
 }
 
 // LeaveSpace forgets that this node joined space id; its messages stay.

@@ -72,6 +72,8 @@ type Store struct {
 	indexMu sync.Mutex
 	indexes map[protocol.ID]*rangeIndex
 
+	usage *usageBook // what each space and sender holds (see usage.go)
+
 	now       func() time.Time
 	retention Retention            // default for spaces without their own
 	exempt    map[protocol.ID]bool // spaces the default's MaxCount skips
@@ -111,6 +113,7 @@ func Open(opts Options) (*Store, error) {
 		retention: opts.Retention,
 		exempt:    make(map[protocol.ID]bool),
 		changes:   make(map[protocol.ID]chan struct{}),
+		usage:     newUsageBook(),
 		cancel:    cancel,
 	}
 	if s.now == nil {
@@ -118,6 +121,11 @@ func Open(opts Options) (*Store, error) {
 	}
 	for _, id := range opts.CountExempt {
 		s.exempt[id] = true
+	}
+	if err := s.migrateUsage(); err != nil {
+		cancel()
+		_ = db.Close()
+		return nil, fmt.Errorf("store: open: %w", err)
 	}
 	interval := opts.GCInterval
 	if interval == 0 {

@@ -323,6 +323,7 @@ func (s *Store) Floor(space protocol.ID) (protocol.SyncKey, error) {
 type deletion struct {
 	deleted  []Message // without Raw
 	restored []headRef // parents that became heads again
+	usage    usageAfter
 }
 
 // deleteMessages deletes the messages ids (those not stored are skipped)
@@ -380,6 +381,7 @@ func (s *Store) deleteOnce(ids []protocol.ID) (deletion, error) {
 		parents []protocol.ID
 		seen    = make(map[protocol.ID]bool)
 		marks   = make(map[protocol.ID]uint64) // highest deleted seq per space
+		delta   usageDelta
 	)
 	for _, id := range ids {
 		if seen[id] {
@@ -393,10 +395,16 @@ func (s *Store) deleteOnce(ids []protocol.ID) (deletion, error) {
 		if err != nil {
 			return d, fmt.Errorf("message %s: %w", id, err)
 		}
-		e, nchunks, err := decodeRecord(id, val)
+		e, nchunks, size, err := decodeRecordSize(id, val)
 		if err != nil {
 			return d, err
 		}
+		if size < 0 { // a version 2 record: size and sender are in the raw bytes
+			if e.From, size, err = legacyUsage(txn, id, val); err != nil {
+				return d, err
+			}
+		}
+		delta.add(e.Space, e.From, size)
 		keys := [][]byte{
 			messageKey(id),
 			orderKey(e.Space, uint64(e.Cursor)),
@@ -457,6 +465,11 @@ func (s *Store) deleteOnce(ids []protocol.ID) (deletion, error) {
 		}
 	}
 
+	var err error
+	if d.usage, err = s.writeDeltaLocked(txn, delta); err != nil {
+		return d, fmt.Errorf("usage: %w", err)
+	}
+
 	if err := txn.Commit(); err != nil {
 		if errors.Is(err, badger.ErrConflict) {
 			return d, errRetry
@@ -509,6 +522,7 @@ func unreference(txn *badger.Txn, parent protocol.ID) (*headRef, error) {
 // applyDeletion applies a committed deletion to the cached heads and the
 // range indexes. mutateMu must be held exclusively.
 func (s *Store) applyDeletion(d deletion) {
+	s.applyUsage(d.usage)
 	s.headsMu.Lock()
 	for _, m := range d.deleted {
 		if hs, ok := s.heads[m.Space]; ok {

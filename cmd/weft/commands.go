@@ -102,16 +102,27 @@ func runJoin(ctx context.Context, e *env, args []string) error {
 	asJSON := fs.Bool("json", false, "print JSON")
 	keepCount := fs.Int("keep-count", 0, "keep only the newest N messages of the space (0: no limit)")
 	keepAge := fs.Duration("keep-age", 0, "keep only messages younger than this, e.g. 720h (0: no limit)")
+	var maxBytes, maxSender, maxMessage byteSize
+	fs.Var(&maxBytes, "max-bytes", "the space's quota: bytes it may hold, e.g. 256MiB (0: the daemon's default)")
+	fs.Var(&maxSender, "max-sender-bytes", "bytes one sender may hold in the space (0: the daemon's default)")
+	fs.Var(&maxMessage, "max-message-size", "largest message body the space takes, e.g. 64KiB (0: the daemon's default)")
 	pos, err := parse(fs, args, 1)
 	if err != nil {
 		return err
 	}
 	req := api.JoinRequest{Name: pos[0]}
-	if set := flagsSet(fs); set["keep-count"] || set["keep-age"] {
+	set := flagsSet(fs)
+	if set["keep-count"] || set["keep-age"] {
 		req.Retention = &api.Retention{MaxCount: *keepCount}
 		if *keepAge != 0 {
 			req.Retention.MaxAge = keepAge.String()
 		}
+	}
+	if set["max-bytes"] || set["max-sender-bytes"] || set["max-message-size"] {
+		if maxBytes < 0 || maxSender < 0 || maxMessage < 0 {
+			return usageError{"space limits are sizes; none is not one (0 takes the daemon's default)"}
+		}
+		req.Limits = &api.SpaceLimits{MaxBytes: int64(maxBytes), MaxSenderBytes: int64(maxSender), MaxMessageSize: int(maxMessage)}
 	}
 	sp, err := e.client().JoinSpace(ctx, req)
 	if err != nil {
@@ -138,7 +149,7 @@ func runSpaces(ctx context.Context, e *env, args []string) error {
 		return printJSON(e.stdout, api.Spaces{Spaces: spaces})
 	}
 	for _, sp := range spaces {
-		fmt.Fprintf(e.stdout, "%-20s %6d messages  %3d peers  %s%s\n", sp.Name, sp.Messages, sp.Peers, sp.ID, retentionText(sp.Retention))
+		fmt.Fprintf(e.stdout, "%-20s %6d messages %9s  %3d peers  %s%s%s\n", sp.Name, sp.Messages, formatBytes(sp.Bytes), sp.Peers, sp.ID, retentionText(sp.Retention), limitsText(sp.Limits))
 	}
 	return nil
 }
@@ -153,6 +164,27 @@ func runLeave(ctx context.Context, e *env, args []string) error {
 	}
 	fmt.Fprintln(e.stdout, "left", pos[0])
 	return nil
+}
+
+// limitsText describes a space's quotas for people ("" for none).
+func limitsText(l *api.SpaceLimits) string {
+	if l == nil {
+		return ""
+	}
+	var parts []string
+	if l.MaxBytes > 0 {
+		parts = append(parts, "quota "+formatBytes(l.MaxBytes))
+	}
+	if l.MaxSenderBytes > 0 {
+		parts = append(parts, formatBytes(l.MaxSenderBytes)+" per sender")
+	}
+	if l.MaxMessageSize > 0 {
+		parts = append(parts, "messages up to "+formatBytes(int64(l.MaxMessageSize)))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "  (" + strings.Join(parts, ", ") + ")"
 }
 
 // retentionText describes a space's retention for people ("" for none).

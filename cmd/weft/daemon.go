@@ -45,6 +45,7 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 	perIP := fs.Int("conns-per-ip", 0, "connections one IPv4 address (or IPv6 /56) may have at once (default 16; loopback is exempt)")
 	var caps stringList
 	fs.Var(&caps, "capability", "a capability this node offers, advertised in the DHT and on the LAN (repeatable; kept)")
+	flood := addFloodFlags(fs)
 	if _, err := parse(fs, args, 0); err != nil {
 		return err
 	}
@@ -82,6 +83,9 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 	}
 	if *dmQuota > 0 {
 		cfg.DM.Quota = *dmQuota
+	}
+	if err := flood.apply(&cfg.Config); err != nil {
+		return err
 	}
 	cfg.Card.Name, cfg.Card.Description = *name, *desc
 	cfg.NetworkKeyFile = *netKey

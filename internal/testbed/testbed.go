@@ -213,6 +213,9 @@ func (p *process) Exited() bool {
 	}
 }
 
+// Pid returns the process's ID (to read its /proc entries, say).
+func (p *process) Pid() int { return p.cmd.Process.Pid }
+
 // Signal sends sig to the process (not its group), e.g. os.Interrupt to
 // act as a Ctrl-C.
 func (p *process) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }

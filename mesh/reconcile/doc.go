@@ -10,10 +10,16 @@
 // exchange of ranges, wants and messages (wire.go): a range whose
 // fingerprints match is settled; a differing range is split into 16
 // sub-ranges with their fingerprints, or, once small, answered with the
-// IDs it holds, which settles it — the receiver asks for the IDs it lacks
-// and pushes the messages the other lacks. A side with nothing in a range
-// gets all of it pushed without a list. So rounds grow with the log of the
-// history and bytes with the difference.
+// IDs it holds — the receiver asks for the IDs it lacks and, if it holds
+// some the list does not name, answers with its own list, which settles
+// the range. A side with nothing in a range gets up to 4096 IDs listed at
+// once. So rounds grow with the log of the history and bytes with the
+// difference.
+//
+// Nothing is pushed: a side sends a message only when the other asks for
+// it by ID, so a few bytes of hello cannot make a node send a whole space,
+// and one session sends at most 64 MiB of messages (WithSessionBytes; a
+// node that lacks more gets it in the sessions that follow).
 //
 // Everything fetched is validated exactly as gossip is (protocol.Validate,
 // the space must match); expired and future-dated messages are dropped, and
@@ -26,6 +32,10 @@
 // Bounds: an exchange carries at most 4 MiB of messages (plus one), 1 MiB
 // of ranges (the rest are answered next turn) and 8192 wanted IDs; decoding
 // refuses more. A node runs one session per space at a time, answers
-// "busy" when its slot is taken, and ends a session that moves too little
-// data for too long.
+// "busy" when its slot is taken, or when a peer (2 a second) or a space
+// (10 a second) starts sessions faster than it answers them
+// (WithSessionRates), ends a session whose peer leaves its first frame
+// unanswered for 5 s (WithFirstReply, refusing the peer for a minute) or
+// that moves too little data for too long, and answers none for more
+// than 2 minutes.
 package reconcile

@@ -2,12 +2,14 @@ package reconcile
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"runtime"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/weftmesh/weft/internal/rate"
 	"github.com/weftmesh/weft/protocol"
 )
 
@@ -27,6 +29,12 @@ type config struct {
 	rangeBudget int           // range bytes per exchange (frameRangeBytes; tests lower it)
 	slowAfter   time.Duration // see errSlow (tests lower it)
 	onReceived  func(p peer.ID, space protocol.ID, n int)
+
+	sessionBytes  int64         // message bytes one session sends at most
+	firstReply    time.Duration // how long the peer has to answer our first frame
+	answerTimeout time.Duration // a session this node answers, start to end
+	peerSessions  rate.Rate     // sessions answered per peer (all spaces)
+	spaceSessions rate.Rate     // sessions answered per space (all peers)
 }
 
 func defaults() config {
@@ -41,6 +49,84 @@ func defaults() config {
 		validators:  runtime.GOMAXPROCS(0),
 		rangeBudget: frameRangeBytes,
 		slowAfter:   slowAfter,
+
+		sessionBytes:  DefaultSessionBytes,
+		firstReply:    DefaultFirstReply,
+		answerTimeout: 2 * time.Minute,
+		peerSessions:  DefaultPeerSessions,
+		spaceSessions: DefaultSpaceSessions,
+	}
+}
+
+// Defaults of the bounds on what sessions cost a node.
+//
+// A session answers only what the peer asks for, and at most
+// DefaultSessionBytes of messages: a node that lacks more (a late joiner)
+// gets the rest in the sessions that follow (the initiator runs another at
+// once when one was cut short). 64 MiB is a long history of agent
+// messages, and a sixteenth of a full space at the default quota.
+//
+// DefaultFirstReply is how long a peer has to answer the first frame of a
+// session (the responder's reply to a hello, the initiator's answer to the
+// responder's opening): both are computed at once from the store, so an
+// honest peer answers in milliseconds, a busy one within a second or two.
+// A peer that stays silent holds the space's session slot, which would
+// stall the space's other sessions: it loses it after DefaultFirstReply
+// and is refused for a minute.
+//
+// Sessions answered: a peer may start 2 a second, with a burst of 32 (a
+// node that joins many spaces syncs them all with its peers at once); a
+// space answers 10 a second, burst 50, whoever asks. An honest member
+// syncs a space with one random member every 30 s, and on joins and
+// gaps; the rest is a peer costing this node work for nothing. Beyond
+// them the peer is told "busy" and tries again later.
+const (
+	DefaultSessionBytes = 64 << 20
+	DefaultFirstReply   = 5 * time.Second
+)
+
+var (
+	DefaultPeerSessions  = rate.Rate{PerSecond: 2, Burst: 32}
+	DefaultSpaceSessions = rate.Rate{PerSecond: 10, Burst: 50}
+)
+
+// WithSessionBytes bounds the message bytes one session sends (default
+// DefaultSessionBytes); at least one message is sent whatever its size.
+func WithSessionBytes(n int64) Option {
+	return func(c *config) error {
+		if n <= 0 {
+			return errors.New("session bytes must be positive")
+		}
+		c.sessionBytes = n
+		return nil
+	}
+}
+
+// WithFirstReply sets how long a peer has to answer a session's first
+// frame (default DefaultFirstReply).
+func WithFirstReply(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return errors.New("first reply timeout must be positive")
+		}
+		c.firstReply = d
+		return nil
+	}
+}
+
+// WithSessionRates bounds the sessions answered per peer and per space
+// (defaults DefaultPeerSessions, DefaultSpaceSessions); a zero Rate is no
+// bound.
+func WithSessionRates(perPeer, perSpace rate.Rate) Option {
+	return func(c *config) error {
+		if err := perPeer.Validate(); err != nil {
+			return fmt.Errorf("per peer: %w", err)
+		}
+		if err := perSpace.Validate(); err != nil {
+			return fmt.Errorf("per space: %w", err)
+		}
+		c.peerSessions, c.spaceSessions = perPeer, perSpace
+		return nil
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	libp2pprotocol "github.com/libp2p/go-libp2p/core/protocol"
 
+	"github.com/weftmesh/weft/internal/rate"
 	"github.com/weftmesh/weft/protocol"
 )
 
@@ -59,10 +61,17 @@ type Store interface {
 
 // Sink receives the valid messages a session fetches. It is called
 // concurrently, must be idempotent (a message may also arrive by gossip),
-// and should return once the message is stored.
+// and should return once the message is stored. An error wrapping
+// ErrDeclined says the node will not keep the message (a quota or size of
+// its own): it is dropped and the session goes on; any other error ends
+// the session.
 type Sink interface {
 	Deliver(ctx context.Context, m *protocol.Message) error
 }
+
+// ErrDeclined is what a Sink's error wraps for a valid message this node
+// does not want (over its quota, say): not the peer's fault.
+var ErrDeclined = errors.New("declined")
 
 var (
 	// errBusy reports a peer that answered statusBusy: try again later.
@@ -72,7 +81,15 @@ var (
 	// errSlow ends a session that moves too little data for too long (it
 	// would hold its space's session slot).
 	errSlow = errors.New("session too slow")
+	// errSilent ends a session whose peer did not answer its first frame
+	// in time (see WithFirstReply); the peer is refused for silentRefuse.
+	errSilent = errors.New("peer silent")
 )
+
+// silentRefuse is how long a peer that left a session's first frame
+// unanswered is refused: long enough that it cannot hold a space's slot
+// again and again, short enough for an honest peer that was only stuck.
+const silentRefuse = time.Minute
 
 // A session waits at most lockWait for its space's session slot, and is
 // ended once it has lasted slowAfter (config) while averaging under
@@ -93,8 +110,10 @@ type Stats struct {
 	BytesReceived int64
 	Sent          int // messages sent to peers
 	Received      int // messages fetched and delivered
-	Dropped       int // fetched but expired, future-dated or below the window
+	Dropped       int // fetched but expired, future-dated, below the window or declined
 	Deferred      int // peer's ranges answered a turn later, for lack of room
+	Missing       int // asked for, and the peer answered it had none (or no room left)
+	Unserved      int // the peer asked for these, and the session's byte budget was spent
 }
 
 func (a *Stats) add(b Stats) {
@@ -108,6 +127,8 @@ func (a *Stats) add(b Stats) {
 	a.Received += b.Received
 	a.Dropped += b.Dropped
 	a.Deferred += b.Deferred
+	a.Missing += b.Missing
+	a.Unserved += b.Unserved
 }
 
 // Service runs sync sessions for the spaces it has joined: it answers
@@ -131,12 +152,30 @@ type Service struct {
 	totals  Stats
 	closed  bool
 
+	peerSessions  *rate.Table[peer.ID]     // sessions answered per peer
+	spaceSessions *rate.Table[protocol.ID] // sessions answered per space
+
 	active atomic.Int64 // sessions in flight, both sides
 }
 
 // maxRefused is how many refused peers are kept before expired refusals
 // are pruned.
 const maxRefused = 1024
+
+// maxRateKeys bounds the peers (and spaces) whose session rates are kept.
+const maxRateKeys = 1 << 14
+
+// admit takes a session token of p and, unless space is zero, of space:
+// false means the peer is to be told busy.
+func (s *Service) admit(p peer.ID, space protocol.ID) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.cfg.now()
+	if space.IsZero() {
+		return s.peerSessions.Take(p, now)
+	}
+	return s.spaceSessions.Take(space, now)
+}
 
 type runKey struct {
 	peer  peer.ID
@@ -169,6 +208,9 @@ func New(h host.Host, st Store, opts ...Option) (*Service, error) {
 		answers: make(map[runKey]int),
 		locks:   make(map[protocol.ID]chan struct{}),
 		refused: make(map[peer.ID]time.Time),
+
+		peerSessions:  rate.NewTable[peer.ID](cfg.peerSessions, maxRateKeys),
+		spaceSessions: rate.NewTable[protocol.ID](cfg.spaceSessions, maxRateKeys),
 	}
 	h.SetStreamHandler(Protocol, s.handle)
 	return s, nil
@@ -270,7 +312,7 @@ func (s *Service) isRefused(p peer.ID) bool {
 func (s *Service) finish(p peer.ID, space protocol.ID, st Stats, err error) {
 	s.mu.Lock()
 	s.totals.add(st)
-	if errors.Is(err, ErrRefused) || errors.Is(err, errMalformed) {
+	if refuse := s.refusal(err); refuse > 0 {
 		now := s.cfg.now()
 		if len(s.refused) >= maxRefused {
 			for q, until := range s.refused {
@@ -279,7 +321,9 @@ func (s *Service) finish(p peer.ID, space protocol.ID, st Stats, err error) {
 				}
 			}
 		}
-		s.refused[p] = now.Add(s.cfg.refuseFor)
+		if until := now.Add(refuse); until.After(s.refused[p]) {
+			s.refused[p] = until
+		}
 	}
 	s.mu.Unlock()
 	if st.Received > 0 && s.cfg.onReceived != nil {
@@ -290,11 +334,23 @@ func (s *Service) finish(p peer.ID, space protocol.ID, st Stats, err error) {
 		if st.Received > 0 || st.Sent > 0 {
 			s.cfg.log.Debug("sync done", "peer", p, "space", space, "received", st.Received, "sent", st.Sent, "rounds", st.Rounds)
 		}
-	case errors.Is(err, ErrRefused), errors.Is(err, errMalformed):
-		s.cfg.log.Warn("sync: refusing peer", "peer", p, "space", space, "for", s.cfg.refuseFor, "err", err)
+	case s.refusal(err) > 0:
+		s.cfg.log.Warn("sync: refusing peer", "peer", p, "space", space, "for", s.refusal(err), "err", err)
 	default:
 		s.cfg.log.Debug("sync failed", "peer", p, "space", space, "err", err)
 	}
+}
+
+// refusal is how long a session's error refuses its peer: zero for an
+// error that is not the peer's doing.
+func (s *Service) refusal(err error) time.Duration {
+	switch {
+	case errors.Is(err, ErrRefused), errors.Is(err, errMalformed):
+		return s.cfg.refuseFor
+	case errors.Is(err, errSilent):
+		return silentRefuse
+	}
+	return 0
 }
 
 // lock returns the channel that admits one session of space at a time.
@@ -345,9 +401,11 @@ func (s *Service) Trigger(p peer.ID, space protocol.ID) {
 	go func() {
 		defer s.wg.Done()
 		for {
-			_, _ = s.SyncRetrying(s.ctx, p, space) // logged by finish
+			st, _ := s.SyncRetrying(s.ctx, p, space) // logged by finish
 			s.mu.Lock()
-			again := s.runs[k] && !s.closed
+			// Again if asked meanwhile, or if the peer sent some of what we
+			// asked for and not the rest (its session budget ran out).
+			again := (s.runs[k] || st.Received > 0 && st.Missing > 0) && !s.closed
 			if !again {
 				delete(s.runs, k)
 				s.mu.Unlock()
@@ -463,7 +521,7 @@ func (s *Service) Sync(ctx context.Context, p peer.ID, space protocol.ID) (stats
 	if err := c.send((&hello{space: space, floor: floor, count: n, fp: fp, heads: heads}).encode()); err != nil {
 		return stats, fmt.Errorf("sync %s with %s: hello: %w", space, p, err)
 	}
-	b, err := c.recv()
+	b, err := c.recvWithin(s.cfg.firstReply)
 	if err != nil {
 		return stats, fmt.Errorf("sync %s with %s: reply: %w", space, p, err)
 	}
@@ -510,7 +568,7 @@ func (s *Service) handle(str network.Stream) {
 		s.refuse(str, statusBusy)
 		return
 	}
-	if s.isRefused(p) {
+	if s.isRefused(p) || !s.admit(p, protocol.ID{}) {
 		s.refuse(str, statusBusy)
 		return
 	}
@@ -526,7 +584,7 @@ func (s *Service) handle(str network.Stream) {
 	s.active.Add(1)
 	defer s.active.Add(-1)
 
-	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.timeout)
+	ctx, cancel := context.WithTimeout(s.ctx, min(s.cfg.timeout, s.cfg.answerTimeout))
 	defer cancel()
 	var stats Stats
 	stats.Sessions = 1
@@ -552,6 +610,10 @@ func (s *Service) answer(ctx context.Context, str network.Stream, stats *Stats) 
 		return h.space, c.send((&reply{status: statusNotMember}).encode())
 	case err != nil:
 		return h.space, err
+	}
+	if !s.admit(str.Conn().RemotePeer(), h.space) {
+		done()
+		return h.space, c.send((&reply{status: statusBusy}).encode())
 	}
 	defer done()
 	defer context.AfterFunc(sctx, func() { _ = str.Reset() })() // left meanwhile
@@ -611,7 +673,16 @@ func (s *Service) converse(ctx context.Context, c *conn, sess *session, sentEmpt
 		if round >= s.cfg.maxRounds {
 			return fmt.Errorf("%w: more than %d rounds", ErrRefused, s.cfg.maxRounds)
 		}
-		b, err := c.recv()
+		var b []byte
+		var err error
+		if round == 0 {
+			// The peer's first exchange follows at once from what it has
+			// (our opening, or its hello's answer): a peer that stays
+			// silent gives up the space's slot.
+			b, err = c.recvWithin(s.cfg.firstReply)
+		} else {
+			b, err = c.recv()
+		}
 		if err != nil {
 			return err
 		}
@@ -733,10 +804,19 @@ func (c *conn) sendExchange(x *exchange, floor protocol.SyncKey) error {
 
 // recv reads the next frame; the previous one must be processed.
 func (c *conn) recv() ([]byte, error) {
+	return c.recvWithin(turnTimeout)
+}
+
+// recvWithin is recv with d to wait for the frame to start and end. A
+// peer that sends nothing in time is errSilent.
+func (c *conn) recvWithin(d time.Duration) ([]byte, error) {
 	c.release()
-	_ = c.str.SetReadDeadline(time.Now().Add(turnTimeout))
+	_ = c.str.SetReadDeadline(time.Now().Add(d))
 	b, err := readFrameIn(c.r, maxFrame, c.str.Scope())
 	c.held = len(b)
+	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+		err = fmt.Errorf("%w: nothing within %v: %w", errSilent, d, err)
+	}
 	return b, err
 }
 

@@ -31,8 +31,10 @@ const (
 	// frameRangeBytes is the budget of range bytes in one exchange; the
 	// ranges beyond it are answered next turn (see process).
 	frameRangeBytes = 1 << 20
-	// pushBatch is how many keys of a range being pushed are read at once.
-	pushBatch = 256
+	// idListBulk: a differing range the peer holds nothing of is answered
+	// with up to this many of our IDs at once (at most 128 KiB) rather
+	// than split again.
+	idListBulk = 4096
 	// deliverWorkers is how many messages are handed to the Sink at once,
 	// so that durable stores can share fsyncs.
 	deliverWorkers = 16
@@ -53,10 +55,10 @@ type session struct {
 
 	wanted  map[protocol.ID]struct{} // asked for (or about to be), not yet received
 	toWant  []protocol.ID            // not yet asked for
-	toSend  []protocol.ID            // the peer lacks these; pushed over the next exchanges
+	toSend  []protocol.ID            // the peer asked for these; sent over the next exchanges
 	queued  map[protocol.ID]struct{} // in toSend or already sent, so nothing is sent twice
-	pushes  []push                   // ranges the peer lacks, read lazily into toSend
-	missing []protocol.ID            // the peer asked for these and we have none
+	missing []protocol.ID            // the peer asked for these and we have none (or no room left)
+	sent    int64                    // message bytes sent to the peer in this session
 
 	stats Stats
 }
@@ -108,55 +110,6 @@ func (s *session) send(id protocol.ID) {
 	s.toSend = append(s.toSend, id)
 }
 
-// push is a range whose messages the peer lacks, except those it listed.
-// It is read a batch at a time as exchanges have room, so a peer that lacks
-// a huge range costs memory for a batch, not for the range.
-type push struct {
-	lo, hi protocol.SyncKey
-	except map[protocol.ID]struct{} // the peer has these
-}
-
-// sendRange queues the messages we hold in [lo, hi) but for except.
-func (s *session) sendRange(lo, hi protocol.SyncKey, except map[protocol.ID]struct{}) {
-	s.pushes = append(s.pushes, push{lo: lo, hi: hi, except: except})
-}
-
-// refill moves the next batch of the first pushed range into toSend.
-func (s *session) refill() error {
-	for len(s.toSend) == 0 && len(s.pushes) > 0 {
-		p := &s.pushes[0]
-		keys, err := s.st.Keys(s.space, p.lo, p.hi, pushBatch)
-		if err != nil {
-			return fmt.Errorf("keys: %w", err)
-		}
-		if len(keys) < pushBatch {
-			s.pushes = s.pushes[1:]
-		} else {
-			p.lo = after(keys[len(keys)-1])
-		}
-		for _, k := range keys {
-			_, has := p.except[k.ID]
-			_, sent := s.queued[k.ID] // asked for by the peer already
-			if !has && !sent {
-				s.toSend = append(s.toSend, k.ID) // not added to queued: each key comes once
-			}
-		}
-	}
-	return nil
-}
-
-// after returns the smallest key above k.
-func after(k protocol.SyncKey) protocol.SyncKey {
-	for i := len(k.ID) - 1; i >= 0; i-- {
-		k.ID[i]++
-		if k.ID[i] != 0 {
-			return k
-		}
-	}
-	k.Time++ // the ID wrapped to zero
-	return k
-}
-
 // wantHeads asks for the peer's heads we lack.
 func (s *session) wantHeads(heads []protocol.ID) error {
 	for _, h := range heads {
@@ -186,6 +139,7 @@ func (s *session) process(ctx context.Context, in *exchange) (*exchange, error) 
 	for _, id := range in.missing {
 		delete(s.wanted, id)
 	}
+	s.stats.Missing += len(in.missing)
 	for _, id := range in.wants {
 		if _, ok := s.queued[id]; ok {
 			continue
@@ -234,8 +188,12 @@ func (s *session) reconcile(out *exchange, lo protocol.SyncKey, r rng) error {
 		skip()
 		return nil
 	case modeIDList:
-		// The range is settled here: ask for theirs we lack, push ours
-		// they lack.
+		// Ask for theirs we lack. We never push ours: a peer is sent only
+		// what it asks for, so that a few bytes cannot make a node send a
+		// whole space. If we hold some they did not list (and have not
+		// asked for), we answer with our own list of the range, or split
+		// it if it is large; they ask for what they lack, and their answer
+		// settles it.
 		theirs := make(map[protocol.ID]struct{}, len(r.ids))
 		for _, id := range r.ids {
 			theirs[id] = struct{}{}
@@ -243,9 +201,17 @@ func (s *session) reconcile(out *exchange, lo protocol.SyncKey, r rng) error {
 				return err
 			}
 		}
-		s.sendRange(lo, hi, theirs)
-		skip()
-		return nil
+		n, _, err := s.summary(lo, hi)
+		if err != nil {
+			return err
+		}
+		if n <= len(r.ids)+idListBulk { // else there is plenty they lack
+			if extra, err := s.extra(lo, hi, n, theirs); err != nil || !extra {
+				skip()
+				return err
+			}
+		}
+		return s.answerRange(out, lo, hi, n, len(r.ids) == 0)
 	}
 	// modeFingerprint
 	n, fp, err := s.summary(lo, hi)
@@ -255,20 +221,47 @@ func (s *session) reconcile(out *exchange, lo protocol.SyncKey, r rng) error {
 	switch {
 	case n == r.count && fp == r.fp:
 		skip()
-	case r.count == 0:
-		// They have nothing here: push all of ours.
-		skip()
-		s.sendRange(lo, hi, nil)
-	case n <= idListMax:
+	case n == 0:
+		// We have nothing here: an empty list says so, and they answer
+		// with their IDs.
+		out.addRange(rng{upper: hi, mode: modeIDList})
+	default:
+		return s.answerRange(out, lo, hi, n, r.count == 0)
+	}
+	return nil
+}
+
+// extra reports whether we hold, in [lo, hi), a message that is neither
+// in theirs nor already asked for by the peer. n is our count there.
+func (s *session) extra(lo, hi protocol.SyncKey, n int, theirs map[protocol.ID]struct{}) (bool, error) {
+	keys, err := s.st.Keys(s.space, lo, hi, max(n, 1))
+	if err != nil {
+		return false, fmt.Errorf("keys: %w", err)
+	}
+	for _, k := range keys {
+		_, has := theirs[k.ID]
+		_, sent := s.queued[k.ID]
+		if !has && !sent {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// answerRange answers a differing range [lo, hi) where we hold n messages:
+// with their IDs if few (or, when the peer holds none there, up to
+// idListBulk of them), else split.
+func (s *session) answerRange(out *exchange, lo, hi protocol.SyncKey, n int, theyHaveNone bool) error {
+	switch {
+	case n <= idListMax, theyHaveNone && n <= idListBulk:
 		keys, err := s.st.Keys(s.space, lo, hi, max(n, 1))
 		if err != nil {
 			return fmt.Errorf("keys: %w", err)
 		}
 		out.addRange(rng{upper: hi, mode: modeIDList, ids: keyIDs(keys)})
-	default:
-		return s.split(out, lo, hi)
+		return nil
 	}
-	return nil
+	return s.split(out, lo, hi)
 }
 
 // split answers a large differing range with sub-ranges: fingerprints, or
@@ -311,24 +304,26 @@ func (x *exchange) addRange(r rng) {
 	x.rangeBytes += maxRangeHeader + len(r.ids)*protocol.IDSize
 }
 
-// fill adds to x the IDs to ask for, the missing ones, and as many queued
-// messages as the budget allows; ranges that are all skips are dropped.
+// fill adds to x the IDs to ask for, the missing ones, and as many of the
+// messages asked for as the exchange's budget allows; ranges that are all
+// skips are dropped. Once the session has sent its budget of message bytes
+// (WithSessionBytes), what is still asked for is answered as missing: the
+// peer asks again in a later session.
 func (s *session) fill(x *exchange) error {
 	if len(x.ranges) == 1 && x.ranges[0].mode == modeSkip {
 		x.ranges = nil
+	}
+	if s.sent >= s.cfg.sessionBytes && len(s.toSend) > 0 {
+		s.missing = append(s.missing, s.toSend...)
+		s.stats.Unserved += len(s.toSend)
+		s.toSend = nil
 	}
 	n := min(len(s.toWant), frameWants)
 	x.wants, s.toWant = s.toWant[:n:n], s.toWant[n:]
 	n = min(len(s.missing), frameWants)
 	x.missing, s.missing = s.missing[:n:n], s.missing[n:]
 	budget := frameMessageBytes
-	for budget > 0 || len(x.msgs) == 0 {
-		if err := s.refill(); err != nil {
-			return err
-		}
-		if len(s.toSend) == 0 {
-			break
-		}
+	for len(s.toSend) > 0 && (budget > 0 || len(x.msgs) == 0) && s.sent < s.cfg.sessionBytes {
 		id := s.toSend[0]
 		s.toSend = s.toSend[1:]
 		wire, ok, err := s.st.Wire(s.space, id)
@@ -337,6 +332,7 @@ func (s *session) fill(x *exchange) error {
 		}
 		x.msgs = append(x.msgs, wire)
 		budget -= len(wire)
+		s.sent += int64(len(wire))
 		s.stats.Sent++
 	}
 	return nil
@@ -381,11 +377,18 @@ func (s *session) receive(ctx context.Context, wires [][]byte) error {
 	slices.SortFunc(ok, func(a, b *protocol.Message) int { return protocol.KeyOf(a).Compare(protocol.KeyOf(b)) })
 	derrs := make([]error, len(ok))
 	parallel(len(ok), deliverWorkers, func(i int) { derrs[i] = s.sink.Deliver(ctx, ok[i]) })
+	kept := ok[:0]
 	for i, err := range derrs {
-		if err != nil {
+		switch {
+		case errors.Is(err, ErrDeclined):
+			s.stats.Dropped++
+		case err != nil:
 			return fmt.Errorf("deliver %s: %w", ok[i].ID, err)
+		default:
+			kept = append(kept, ok[i])
 		}
 	}
+	ok = kept
 	s.stats.Received += len(ok)
 	for _, m := range ok {
 		for _, p := range m.Prev {

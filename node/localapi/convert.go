@@ -44,7 +44,10 @@ func apiMessage(m *protocol.Message, cur store.Cursor) api.Message {
 func apiStored(m node.Message) api.Message { return apiMessage(m.Message, m.Cursor) }
 
 func apiSpace(sp node.Space) api.Space {
-	out := api.Space{ID: sp.ID.String(), Name: sp.Name, JoinedAt: sp.JoinedAt.UTC(), Messages: sp.Messages, Peers: sp.Peers}
+	out := api.Space{ID: sp.ID.String(), Name: sp.Name, JoinedAt: sp.JoinedAt.UTC(), Messages: sp.Messages, Peers: sp.Peers, Bytes: sp.Bytes}
+	if l := sp.Limit; !l.IsZero() {
+		out.Limits = &api.SpaceLimits{MaxBytes: l.MaxBytes, MaxSenderBytes: l.MaxSenderBytes, MaxMessageSize: l.MaxMessageSize}
+	}
 	if k := sp.Keep; k != (store.Retention{}) {
 		out.Retention = &api.Retention{MaxCount: k.MaxCount}
 		if k.MaxAge > 0 {

@@ -49,6 +49,9 @@ var statusOf = map[string]int{
 	api.CodeInternal:      http.StatusInternalServerError,
 	// This node.
 	api.CodeUnavailable: http.StatusServiceUnavailable,
+	// Flood resistance.
+	api.CodeQuotaExceeded: http.StatusInsufficientStorage,
+	api.CodeRateLimited:   http.StatusTooManyRequests,
 }
 
 // describe turns an error of the backend into the API's answer: its

@@ -99,6 +99,14 @@ func (f *fake) Join(name string, keep *store.Retention) (node.Space, bool, error
 	}
 	return f.space(), name != "lab", f.fail()
 }
+func (f *fake) SetSpaceLimits(ref string, l store.SpaceLimits) (node.Space, error) {
+	sp, err := f.Space(ref)
+	if err != nil {
+		return sp, err
+	}
+	sp.Limits, sp.Limit = l, l
+	return sp, f.fail()
+}
 func (f *fake) Leave(ref string) error {
 	if _, err := f.Space(ref); err != nil {
 		return err

@@ -49,6 +49,7 @@ type Backend interface {
 	Spaces() ([]node.Space, error)
 	Space(ref string) (node.Space, error)
 	Join(name string, keep *store.Retention) (node.Space, bool, error)
+	SetSpaceLimits(ref string, l store.SpaceLimits) (node.Space, error)
 	Leave(ref string) error
 	Send(ctx context.Context, space protocol.ID, p node.Post) (node.Message, error)
 	Read(space protocol.ID, after store.Cursor, limit int) ([]node.Message, store.Cursor, error)

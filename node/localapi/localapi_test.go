@@ -190,6 +190,7 @@ func TestCodesInStep(t *testing.T) {
 		api.CodeClockSkew, api.CodeExpired, api.CodeUnavailable, api.CodeConnectFailed, api.CodeNoHandler,
 		api.CodeUnreachable, api.CodeDeadline, api.CodeCancelled, api.CodeHandlerFailed, api.CodeOverloaded,
 		api.CodeBadPeer, api.CodeUnknownCall, api.CodeRefused, api.CodeInternal,
+		api.CodeQuotaExceeded, api.CodeRateLimited,
 	} {
 		if _, ok := statusOf[code]; !ok {
 			t.Errorf("code %q has no status in the table", code)

@@ -93,10 +93,21 @@ func (a *API) join(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
+	if l := req.Limits; l != nil && (l.MaxBytes < 0 || l.MaxSenderBytes < 0 || l.MaxMessageSize < 0) {
+		writeError(w, api.CodeBadRequest, "space limits must not be negative")
+		return
+	}
 	sp, created, err := a.b.Join(req.Name, keep)
 	if err != nil {
 		writeErr(w, err)
 		return
+	}
+	if l := req.Limits; l != nil {
+		sp, err = a.b.SetSpaceLimits(sp.ID.String(), store.SpaceLimits{MaxBytes: l.MaxBytes, MaxSenderBytes: l.MaxSenderBytes, MaxMessageSize: l.MaxMessageSize})
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
 	}
 	status := http.StatusOK
 	if created {

@@ -51,6 +51,23 @@ type Space struct {
 	// Retention is what this node keeps of the space (the node's default
 	// unless set for the space); absent when it keeps everything.
 	Retention *Retention `json:"retention,omitempty"`
+	// Bytes is what the space's messages take (what its quota counts).
+	Bytes int64 `json:"bytes"`
+	// Limits is what this node takes into the space (the node's defaults
+	// unless set for the space).
+	Limits *SpaceLimits `json:"limits,omitempty"`
+}
+
+// SpaceLimits bound what a node takes into a space, from the network and
+// from its own agents alike: the bytes the space may hold, the bytes each
+// sender may hold in it, and the body size of one message. Zero or absent
+// fields mean the node's defaults (1 GiB, 64 MiB, the message limit). A
+// message over them is not stored (a send answers 507 quota_exceeded or
+// 413 too_large).
+type SpaceLimits struct {
+	MaxBytes       int64 `json:"max_bytes,omitempty"`
+	MaxSenderBytes int64 `json:"max_sender_bytes,omitempty"`
+	MaxMessageSize int   `json:"max_message_size,omitempty"`
 }
 
 // Retention bounds what a node keeps of a space: the newest MaxCount
@@ -73,6 +90,9 @@ type JoinRequest struct {
 	// Retention, when given, sets what this node keeps of the space (also
 	// for a space already joined).
 	Retention *Retention `json:"retention,omitempty"`
+	// Limits, when given, sets what this node takes into the space (also
+	// for a space already joined; zero fields: the node's defaults).
+	Limits *SpaceLimits `json:"limits,omitempty"`
 }
 
 // Refs are a message's semantic links.
@@ -183,4 +203,9 @@ const (
 	// This node.
 	CodeUnavailable   = "unavailable"    // 503: the store or the network failed
 	CodeConnectFailed = "connect_failed" // 502: the peer could not be reached
+
+	// Flood resistance: the space's quota is full (507), or an agent posts
+	// to a space faster than its peers accept one author's posts (429).
+	CodeQuotaExceeded = "quota_exceeded"
+	CodeRateLimited   = "rate_limited"
 )

@@ -1,0 +1,304 @@
+package reconcile
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/weftmesh/weft/internal/rate"
+	"github.com/weftmesh/weft/protocol"
+)
+
+// rawSession opens a sync stream from h to p and sends a hello for space
+// saying h holds nothing.
+type rawSession struct {
+	s network.Stream
+	r *bufio.Reader
+	w *bufio.Writer
+}
+
+func openRaw(tb testing.TB, h host.Host, p peer.ID, space protocol.ID) *rawSession {
+	tb.Helper()
+	s, err := h.NewStream(tb.Context(), p, Protocol)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = s.Reset() })
+	rs := &rawSession{s: s, r: bufio.NewReader(s), w: bufio.NewWriter(s)}
+	rs.send(tb, (&hello{space: space, floor: protocol.MinSyncKey}).encode())
+	return rs
+}
+
+func (rs *rawSession) send(tb testing.TB, b []byte) {
+	tb.Helper()
+	if err := writeFrame(rs.w, b); err != nil {
+		tb.Fatal(err)
+	}
+	if err := rs.w.Flush(); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+func (rs *rawSession) recv(tb testing.TB) []byte {
+	tb.Helper()
+	_ = rs.s.SetReadDeadline(time.Now().Add(10 * time.Second))
+	b, err := readFrame(rs.r, maxFrame)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}
+
+// TestNoUnrequestedMessages: a peer that says it holds nothing is answered
+// with the IDs of what the responder holds, never with the messages
+// themselves: it gets only the messages it then asks for, by ID. (Before,
+// a 100-byte hello and an empty list made a node send its whole space.)
+func TestNoUnrequestedMessages(t *testing.T) {
+	t.Parallel()
+	a := newNode(t)
+	au := newAuthor(t)
+	msgs := au.chain(t, 300, 0)
+	addAll(a.st, msgs)
+	raw := newHost(t)
+	connect(t, raw, a.h)
+
+	rs := openRaw(t, raw, a.h.ID(), testSpace)
+	rep, err := decodeReply(rs.recv(t))
+	if err != nil || rep.status != statusReconcile {
+		t.Fatalf("reply %+v, %v; want reconcile", rep, err)
+	}
+	open, err := decodeExchange(rs.recv(t), rep.floor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(open.msgs) != 0 {
+		t.Fatalf("opening carries %d messages", len(open.msgs))
+	}
+	// We hold nothing anywhere: an empty ID list over everything.
+	var sent int64
+	rs.send(t, (&exchange{ranges: []rng{{upper: protocol.MaxSyncKey, mode: modeIDList}}}).encode(rep.floor))
+	x, err := decodeExchange(rs.recv(t), rep.floor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []protocol.ID
+	for _, r := range x.ranges {
+		ids = append(ids, r.ids...)
+	}
+	if len(x.msgs) != 0 || len(ids) != len(msgs) {
+		t.Fatalf("answer to an empty list: %d messages and %d IDs; want no messages and the %d IDs", len(x.msgs), len(ids), len(msgs))
+	}
+	// Ask for 10 of them: exactly those 10 come.
+	want := ids[:10]
+	rs.send(t, (&exchange{wants: want}).encode(rep.floor))
+	x, err = decodeExchange(rs.recv(t), rep.floor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[protocol.ID]bool{}
+	for _, w := range x.msgs {
+		m, err := protocol.Decode(w, protocol.DefaultLimits())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[m.ID] = true
+		sent += int64(len(w))
+	}
+	if len(got) != len(want) {
+		t.Fatalf("asked for %d messages, got %d", len(want), len(got))
+	}
+	for _, id := range want {
+		if !got[id] {
+			t.Errorf("asked-for %s not sent", id)
+		}
+	}
+	t.Logf("a peer holding nothing was sent %d IDs, then the %d messages (%d bytes) it asked for", len(ids), len(got), sent)
+}
+
+// TestSyncStillConverges: with nothing pushed, two nodes that each hold
+// what the other lacks, one of them nothing at all, still end a session
+// with the union.
+func TestSyncStillConverges(t *testing.T) {
+	t.Parallel()
+	au := newAuthor(t)
+	msgs := au.chain(t, 5000, 0)
+	for _, tc := range []struct {
+		name   string
+		aa, bb []*protocol.Message
+	}{
+		{"initiator empty", nil, msgs},
+		{"responder empty", msgs, nil},
+		{"halves", msgs[:2500], msgs[2500:]},
+		{"interleaved", every(msgs, 0), every(msgs, 1)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := newNode(t), newNode(t)
+			st := syncSets(t, a, b, tc.aa, tc.bb)
+			if na, nb := len(a.st.ids(testSpace)), len(b.st.ids(testSpace)); na != len(msgs) || nb != len(msgs) {
+				t.Fatalf("after one session a has %d, b %d; want %d each (%+v)", na, nb, len(msgs), st)
+			}
+			t.Logf("%s: %d rounds, %d bytes sent, %d received", tc.name, st.Rounds, st.BytesSent, st.BytesReceived)
+		})
+	}
+}
+
+func every(msgs []*protocol.Message, odd int) []*protocol.Message {
+	var out []*protocol.Message
+	for i, m := range msgs {
+		if i%2 == odd {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// TestSessionBytes: a session sends at most its byte budget; the
+// initiator, told the rest is missing, starts another session and gets it.
+func TestSessionBytes(t *testing.T) {
+	t.Parallel()
+	au := newAuthor(t)
+	msgs := au.chain(t, 400, 0)
+	size := int64(len(msgs[0].Encode()))
+	a := newNode(t)
+	b := newNode(t, WithSessionBytes(100*size))
+	connect(t, a.h, b.h)
+	addAll(b.st, msgs)
+	st, err := a.svc.Sync(syncCtx(t), b.h.ID(), testSpace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Received > 110 || st.Missing == 0 {
+		t.Fatalf("one session with a budget of ~100 messages: %+v", st)
+	}
+	if bt := b.svc.Totals(); bt.Unserved == 0 {
+		t.Errorf("responder totals %+v, want some unserved", bt)
+	}
+	// Triggered, sessions follow one another until all is there.
+	a.svc.Trigger(b.h.ID(), testSpace)
+	deadline := time.Now().Add(30 * time.Second)
+	for len(a.st.ids(testSpace)) < len(msgs) {
+		if time.Now().After(deadline) {
+			t.Fatalf("a has %d of %d after 30 s", len(a.st.ids(testSpace)), len(msgs))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestSilentPeerFreesSlot: a peer that opens a session and then says
+// nothing holds the space's session slot for the first-reply timeout, not
+// for a turn's 30 s, and is refused afterwards; another member's session
+// then goes through.
+func TestSilentPeerFreesSlot(t *testing.T) {
+	t.Parallel()
+	const firstReply = time.Second
+	a := newNode(t, WithFirstReply(firstReply))
+	addAll(a.st, newAuthor(t).chain(t, 50, 0))
+	silent := newHost(t)
+	connect(t, silent, a.h)
+	rs := openRaw(t, silent, a.h.ID(), testSpace)
+	rep, err := decodeReply(rs.recv(t))
+	if err != nil || rep.status != statusReconcile {
+		t.Fatalf("reply %+v, %v", rep, err)
+	}
+	start := time.Now()
+	// a holds the slot, waiting for us. An honest member's session is
+	// answered busy, retried, and gets through once the silent one is cut.
+	b := newNode(t)
+	connect(t, b.h, a.h)
+	st, err := b.svc.SyncRetrying(syncCtx(t), a.h.ID(), testSpace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	if st.Received != 50 {
+		t.Errorf("member fetched %d, want 50", st.Received)
+	}
+	if took > firstReply+5*time.Second {
+		t.Errorf("the member waited %v for the slot, want about the first-reply timeout (%v)", took, firstReply)
+	}
+	t.Logf("slot freed and member synced after %v", took.Round(10*time.Millisecond))
+	deadline := time.Now().Add(5 * time.Second)
+	for !a.svc.isRefused(silent.ID()) {
+		if time.Now().After(deadline) {
+			t.Fatal("the silent peer is not refused")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestSessionRates: a peer that starts sessions faster than its rate is
+// told busy, cheaply; other peers are not.
+func TestSessionRates(t *testing.T) {
+	t.Parallel()
+	a := newNode(t, WithSessionRates(rate.Rate{PerSecond: 0.01, Burst: 5}, rate.Rate{}))
+	b, c := newNode(t), newNode(t)
+	connect(t, b.h, a.h)
+	connect(t, c.h, a.h)
+	busy := 0
+	for range 10 {
+		_, err := b.svc.Sync(syncCtx(t), a.h.ID(), testSpace)
+		switch {
+		case errors.Is(err, errBusy):
+			busy++
+		case err != nil:
+			t.Fatal(err)
+		}
+	}
+	if busy != 5 {
+		t.Errorf("%d of 10 sessions told busy, want 5 (burst of 5)", busy)
+	}
+	if _, err := c.svc.Sync(syncCtx(t), a.h.ID(), testSpace); err != nil {
+		t.Errorf("another peer: %v", err)
+	}
+	// Per space: whoever asks.
+	d := newNode(t, WithSessionRates(rate.Rate{}, rate.Rate{PerSecond: 0.01, Burst: 2}))
+	for i, n := range []*node{b, c, newNode(t)} {
+		connect(t, n.h, d.h)
+		_, err := n.svc.Sync(syncCtx(t), d.h.ID(), testSpace)
+		if wantBusy := i == 2; errors.Is(err, errBusy) != wantBusy {
+			t.Errorf("session %d with a space limited to 2: %v", i, err)
+		}
+	}
+}
+
+// decliner is a sink that declines every other message.
+type decliner struct {
+	*memStore
+	n int
+}
+
+func (d *decliner) Deliver(ctx context.Context, m *protocol.Message) error {
+	d.mu.Lock()
+	d.n++
+	odd := d.n%2 == 1
+	d.mu.Unlock()
+	if odd {
+		return fmt.Errorf("over quota: %w", ErrDeclined)
+	}
+	return d.memStore.Deliver(ctx, m)
+}
+
+// TestDeclinedDropped: messages the sink declines are dropped, and the
+// session goes on with the rest.
+func TestDeclinedDropped(t *testing.T) {
+	t.Parallel()
+	a, b := newNode(t), newNode(t)
+	d := &decliner{memStore: a.st}
+	a.svc.Join(testSpace, d)
+	au := newAuthor(t)
+	var msgs []*protocol.Message // no prev: a declined one is not asked for again
+	for i := range 20 {
+		msgs = append(msgs, au.msg(t, testSpace, time.Duration(i)*time.Millisecond, 0))
+	}
+	st := syncSets(t, a, b, nil, msgs)
+	if st.Dropped != 10 || st.Received != 10 || len(a.st.ids(testSpace)) != 10 {
+		t.Errorf("stats %+v, a holds %d; want 10 declined, 10 kept", st, len(a.st.ids(testSpace)))
+	}
+}
