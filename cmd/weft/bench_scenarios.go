@@ -40,11 +40,14 @@ type sendRun struct {
 	Sends     int          `json:"sends"`
 	PerSecond float64      `json:"per_s"`
 	Latency   benchLatency `json:"latency"` // of one send, request to answer
+	// DaemonCPUPerSendUs is the daemon's CPU time (user + system) over the
+	// run divided by the sends.
+	DaemonCPUPerSendUs float64 `json:"daemon_cpu_per_send_us"`
 }
 
 func (r *sendsResult) rows() [][2]string {
 	row := func(s sendRun) string {
-		return fmt.Sprintf("%s sends/s; %s", fmtCount(s.PerSecond), s.Latency)
+		return fmt.Sprintf("%s sends/s; %s; daemon CPU %.0f µs per send", fmtCount(s.PerSecond), s.Latency, s.DaemonCPUPerSendUs)
 	}
 	return [][2]string{
 		{fmt.Sprintf("durable sends, 1 client (%d-byte content)", r.ContentBytes), row(r.One)},
@@ -63,13 +66,13 @@ func benchSends(ctx context.Context, b *bench, r *sendsResult) error {
 		return err
 	}
 	r.ContentBytes = len(benchContent(0))
-	if _, err := sendLoop(ctx, clients(ds[0], 1), space, 20, 0, nil); err != nil { // warm up
+	if _, err := sendLoop(ctx, ds[0], 1, space, 20, 0, nil); err != nil { // warm up
 		return err
 	}
-	if r.One, err = sendLoop(ctx, clients(ds[0], 1), space, 0, b.sizes.sendFor, nil); err != nil {
+	if r.One, err = sendLoop(ctx, ds[0], 1, space, 0, b.sizes.sendFor, nil); err != nil {
 		return err
 	}
-	r.Eight, err = sendLoop(ctx, clients(ds[0], 8), space, 0, b.sizes.sendFor, nil)
+	r.Eight, err = sendLoop(ctx, ds[0], 8, space, 0, b.sizes.sendFor, nil)
 	return err
 }
 
@@ -82,18 +85,20 @@ func clients(d *benchDaemon, n int) []*client.Client {
 	return cs
 }
 
-// sendLoop sends benchContent to space from every client at once, each as
-// fast as its daemon answers, until n messages are sent (n > 0) or d has
-// passed. onSent, if not nil, gets the index and answer of every send
-// (concurrently).
-func sendLoop(ctx context.Context, cs []*client.Client, space string, n int, d time.Duration, onSent func(int, api.Message)) (sendRun, error) {
+// sendLoop sends benchContent to space through d's API from that many
+// clients at once, each as fast as the daemon answers, until n messages
+// are sent (n > 0) or dur has passed. onSent, if not nil, gets the index
+// and answer of every send (concurrently).
+func sendLoop(ctx context.Context, d *benchDaemon, nClients int, space string, n int, dur time.Duration, onSent func(int, api.Message)) (sendRun, error) {
 	var next atomic.Int64
+	cs := clients(d, nClients)
 	lats := make([][]time.Duration, len(cs))
+	cpu0, _ := procCPU(d.pid())
 	start := time.Now()
 	err := parallel(len(cs), len(cs), func(w int) error {
 		for {
 			i := int(next.Add(1) - 1)
-			if (n > 0 && i >= n) || (d > 0 && time.Since(start) >= d) {
+			if (n > 0 && i >= n) || (dur > 0 && time.Since(start) >= dur) {
 				return nil
 			}
 			t := time.Now()
@@ -108,11 +113,16 @@ func sendLoop(ctx context.Context, cs []*client.Client, space string, n int, d t
 		}
 	})
 	elapsed := time.Since(start)
+	cpu1, _ := procCPU(d.pid())
 	var all []time.Duration
 	for _, l := range lats {
 		all = append(all, l...)
 	}
-	return sendRun{Clients: len(cs), Sends: len(all), PerSecond: perSecond(len(all), elapsed), Latency: latencies(all)}, err
+	run := sendRun{Clients: len(cs), Sends: len(all), PerSecond: perSecond(len(all), elapsed), Latency: latencies(all)}
+	if len(all) > 0 {
+		run.DaemonCPUPerSendUs = round(float64((cpu1-cpu0).Microseconds())/float64(len(all)), 1)
+	}
+	return run, err
 }
 
 // joinAll has every daemon join space.
@@ -460,7 +470,7 @@ func fillSpace(ctx context.Context, b *bench, d *benchDaemon, space string, n in
 		}
 	}()
 	start := time.Now()
-	_, err := sendLoop(ctx, clients(d, b.sizes.fillClients), space, n, 0, func(i int, m api.Message) {
+	_, err := sendLoop(ctx, d, b.sizes.fillClients, space, n, 0, func(i int, m api.Message) {
 		done.Add(1)
 		if onSent != nil {
 			onSent(i, m)
@@ -728,7 +738,7 @@ func benchMemory(ctx context.Context, b *bench, r *memoryResult) error {
 	if err := joinAll(ctx, ds, space); err != nil {
 		return err
 	}
-	if _, err := sendLoop(ctx, clients(ds[1], 1), space, 10, 0, nil); err != nil {
+	if _, err := sendLoop(ctx, ds[1], 1, space, 10, 0, nil); err != nil {
 		return err
 	}
 	d := ds[0]
