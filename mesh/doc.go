@@ -5,6 +5,12 @@
 // the LAN, weft's own Kademlia DHT under protocol.DHTPrefix, and a DHT
 // rendezvous per space), and carries spaces over gossipsub.
 //
+// The resource manager has libp2p's default limits and one named service
+// per weft stream protocol (call.ServiceName, direct.ServiceName,
+// agent.ServiceName, reconcile.ServiceName), each with limits on its
+// streams and memory in all and per peer (limits.go); the protocols'
+// handlers attach their streams to their service.
+//
 // Every space is one gossipsub topic (protocol.Topic). A topic validator
 // runs protocol.Validate on everything that arrives, so only valid messages
 // of that space are forwarded and handed to the space's Sink; the gossip

@@ -38,7 +38,8 @@ const (
 )
 
 // newHost builds the libp2p host: TCP and QUIC, Noise and TLS, libp2p's
-// auto-scaled default resource limits, a connection manager with cfg's
+// auto-scaled default resource limits with limits of weft's own protocols
+// (serviceLimits) added, a connection manager with cfg's
 // watermarks, and NAT traversal: AutoNAT (client, and a rate-limited service
 // for peers), circuit relay v2 (a relay service that runs while this node is
 // publicly reachable, and the client side: reservations on relays found
@@ -57,6 +58,7 @@ func newHost(key crypto.PrivKey, cfg Config, boot []peer.AddrInfo) (host.Host, e
 	}
 	limits := rcmgr.DefaultLimits // a copy; its maps are nil, so the global is untouched
 	libp2p.SetDefaultServiceLimits(&limits)
+	addServiceLimits(&limits)
 	rm, err := rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(limits.AutoScale()))
 	if err != nil {
 		return nil, fmt.Errorf("resource manager: %w", err)

@@ -175,7 +175,7 @@ func (m *Mesh) Publish(ctx context.Context, msg *protocol.Message) error {
 	case !ok:
 		return fmt.Errorf("publish %s: %w: %s", msg.ID, ErrNotJoined, msg.Space)
 	}
-	if err := s.topic.Publish(ctx, msg.Encode()); err != nil {
+	if err := s.topic.Publish(ctx, msg.Wire()); err != nil {
 		return fmt.Errorf("publish %s: %w", msg.ID, err)
 	}
 	return nil

@@ -55,7 +55,7 @@ func storeMessage(m *protocol.Message) store.Message {
 		Prev:    m.Prev,
 		ReplyTo: m.Refs.Messages,
 		Time:    m.CreatedAt,
-		Raw:     m.Encode(), // the bytes it was signed or received as
+		Raw:     m.Wire(), // the bytes it was signed or received as, not encoded again
 	}
 	if exp, ok := m.Expiry(); ok {
 		sm.Expires = exp.UnixMilli()

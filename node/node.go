@@ -24,6 +24,7 @@ import (
 	"github.com/weftmesh/weft/mesh/agent"
 	"github.com/weftmesh/weft/mesh/call"
 	"github.com/weftmesh/weft/mesh/direct"
+	"github.com/weftmesh/weft/node/outbox"
 	"github.com/weftmesh/weft/protocol/api"
 	"github.com/weftmesh/weft/store"
 )
@@ -40,7 +41,7 @@ type Node struct {
 	direct   *direct.Service
 	calls    *call.Service
 	handlers *handlers
-	outbox   *outbox
+	outbox   *outbox.Outbox
 	agent    *agent.Service
 	card     cardState
 	started  time.Time
@@ -88,7 +89,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	var bg context.Context
 	bg, n.cancel = context.WithCancel(context.Background())
 	n.wg.Go(func() { n.reconnectKnownPeers(bg) })
-	n.wg.Go(func() { n.outbox.run(bg) })
+	n.wg.Go(func() { n.outbox.Run(bg) })
 	return n, nil
 }
 
@@ -124,8 +125,11 @@ func (n *Node) startMesh(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	n.outbox = newOutbox(n)
-	n.mesh.OnPeerConnected(n.outbox.peerConnected)
+	n.outbox, err = outbox.New(n.store, dmTransport{n}, outbox.WithLogger(log.With("part", "outbox")))
+	if err != nil {
+		return err
+	}
+	n.mesh.OnPeerConnected(func(p peer.ID, _ []ma.Multiaddr) { n.outbox.PeerConnected(p) })
 	if err := n.loadCard(); err != nil {
 		return fmt.Errorf("agent card: %w", err)
 	}

@@ -92,10 +92,17 @@ const (
 	CodeInternal      = "internal"
 )
 
-// CallError is a typed error carried in frames.
+// CallError is a typed error carried in frames and direct message acks.
 type CallError struct {
 	Code    string `json:"code"`
-	Message string `json:"message"`
+	Message string `json:"message"` // for humans; not to be parsed
+	// Reason says why a direct message was refused when Code is
+	// CodeRefused: the validation code of the failure (see Code:
+	// "clock_skew", "expired", "bad_signature", "malformed", …), so that a
+	// sender can tell a refusal that may pass later from one that never
+	// will without reading Message. Empty otherwise, and from recipients
+	// older than the field.
+	Reason string `json:"reason,omitempty"`
 }
 
 func (e *CallError) Error() string { return e.Code + ": " + e.Message }

@@ -162,10 +162,20 @@ func signingBytes(body []byte) []byte {
 	return append(append(s, SigningDomain...), body...)
 }
 
-// Encode returns the wire encoding of m. A message made by Sign or Decode
-// keeps the bytes it was made from, so they are never encoded twice: the
-// result is shared and must not be modified.
+// Encode returns a new copy of the wire encoding of m, the caller's to
+// keep or change.
 func (m *Message) Encode() []byte {
+	if m.wire != nil {
+		return bytes.Clone(m.wire)
+	}
+	return m.encode()
+}
+
+// Wire returns the wire encoding of m without copying it: a message made
+// by Sign or Decode keeps the bytes it was made from, so on its way to disk
+// and to peers it is never encoded again. The bytes are shared: do not
+// modify them.
+func (m *Message) Wire() []byte {
 	if m.wire != nil {
 		return m.wire
 	}

@@ -18,39 +18,13 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/weftmesh/weft/internal/testbed"
 	"github.com/weftmesh/weft/node/client"
 	"github.com/weftmesh/weft/protocol/api"
 )
 
 // End-to-end tests of calls: `weft handle NAME --exec CMD` serving on one
 // daemon process, `weft invoke` (and the Go client) calling from another.
-
-// runWithin runs a client command that must end within d (the test fails
-// if it does not) and returns stdout, stderr, the exit code and how long
-// it took.
-func (c cli) runWithin(d time.Duration, args ...string) (string, string, int, time.Duration) {
-	c.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, c.bin, args...)
-	cmd.Env = append(os.Environ(), "WEFT_HOME="+c.home)
-	var out, errb strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	start := time.Now()
-	err := cmd.Run()
-	took := time.Since(start)
-	if ctx.Err() != nil {
-		c.t.Fatalf("weft %s did not end within %v (stderr %q)", strings.Join(args, " "), d, errb.String())
-	}
-	code := 0
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		code = ee.ExitCode()
-	} else if err != nil {
-		c.t.Fatalf("weft %v: %v", args, err)
-	}
-	return out.String(), errb.String(), code, took
-}
 
 // jsonEqual reports whether a and b are the same JSON value.
 func jsonEqual(t *testing.T, a, b string) bool {
@@ -96,23 +70,23 @@ func TestInvokeHandleExec(t *testing.T) {
 	a, b, _, _ := pair(t, "/ip4/127.0.0.1/tcp/0")
 	aID, _ := a.id()
 	bID, _ := b.id()
-	dir := newHome(t)
+	dir := t.TempDir()
 	const secret = "local-secret-7f3a"
 
 	startHandler(t, b, "echo", "--exec", "cat", "--description", "echoes its input")
 	startHandler(t, b, "env", "--exec", envScript(t, dir, secret))
-	poll(t, 10*time.Second, "b's card to list the handlers", func() (bool, string) {
-		out := b.ok("card", "--json")
+	testbed.Poll(t, 10*time.Second, "b's card to list the handlers", func() (bool, string) {
+		out := b.OK("card", "--json")
 		return strings.Contains(out, `"echo"`) && strings.Contains(out, `"env"`) && strings.Contains(out, "echoes its input"), out
 	})
 
-	out, errs, code, took := a.runWithin(20*time.Second, "invoke", bID, "echo", "--json", `{"x":1}`)
+	out, errs, code, took := a.RunWithin(20*time.Second, "invoke", bID, "echo", "--json", `{"x":1}`)
 	if code != 0 || strings.TrimSpace(out) != `{"x":1}` {
 		t.Fatalf("invoke echo: exit %d, stdout %q, stderr %q", code, out, errs)
 	}
 	t.Logf("invoke echo took %v (a whole weft process)", took.Round(time.Millisecond))
 
-	out, errs, code, _ = a.runWithin(20*time.Second, "invoke", bID, "env", "--json", `{}`,
+	out, errs, code, _ = a.RunWithin(20*time.Second, "invoke", bID, "env", "--json", `{}`,
 		"--meta", "session=s1", "--meta", "local.k="+secret, "--meta-out")
 	if code != 0 {
 		t.Fatalf("invoke env: exit %d, stderr %q", code, errs)
@@ -225,8 +199,8 @@ func TestInvokeConcurrent(t *testing.T) {
 		return string(res.Output), err
 	})
 	run("weft invoke processes", func(ctx context.Context, i int) (string, error) {
-		cmd := exec.CommandContext(ctx, a.bin, "invoke", bID, "slow", "--json", fmt.Sprintf(`{"i":%d}`, i))
-		cmd.Env = append(os.Environ(), "WEFT_HOME="+a.home)
+		cmd := exec.CommandContext(ctx, a.Bin, "invoke", bID, "slow", "--json", fmt.Sprintf(`{"i":%d}`, i))
+		cmd.Env = append(os.Environ(), a.Env())
 		out, err := cmd.Output()
 		return string(out), err
 	})
@@ -255,15 +229,15 @@ func TestInvokeErrors(t *testing.T) {
 	startHandler(t, b, "echo", "--exec", "cat")
 
 	// c was a peer of a, and is stopped.
-	c := cli{t, a.bin, newHome(t)}
+	c := newCLI(t)
 	dc := startDaemon(t, c, "--listen", "/ip4/127.0.0.1/tcp/0", "--bootstrap", aAddrs[0])
 	cID, _ := c.id()
 	a.waitConnected(cID)
-	if err := dc.stop(); err != nil {
+	if err := dc.Stop(); err != nil {
 		t.Fatalf("c did not stop cleanly: %v", err)
 	}
-	poll(t, 10*time.Second, "a to see c gone", func() (bool, string) {
-		out := a.ok("peers", "--json")
+	testbed.Poll(t, 10*time.Second, "a to see c gone", func() (bool, string) {
+		out := a.OK("peers", "--json")
 		return !strings.Contains(out, cID), out
 	})
 	stranger := randomPeer(t)
@@ -278,8 +252,8 @@ func TestInvokeErrors(t *testing.T) {
 		{"never-seen peer", stranger, "echo", "unreachable", []string{"cannot reach", "unreachable"}, 5 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			a := cli{t, a.bin, a.home}
-			out, errs, code, took := a.runWithin(tc.within, "invoke", tc.peer, tc.call, "--json", `{"x":1}`)
+			a := cli{testbed.CLI{T: t, Bin: a.Bin, Home: a.Home}}
+			out, errs, code, took := a.RunWithin(tc.within, "invoke", tc.peer, tc.call, "--json", `{"x":1}`)
 			t.Logf("weft invoke: exit %d in %v: %s", code, took.Round(time.Millisecond), strings.TrimSpace(errs))
 			if code == 0 || out != "" {
 				t.Errorf("exit %d, stdout %q: want a failure", code, out)
@@ -327,7 +301,7 @@ func TestInvokeStream(t *testing.T) {
 	bID, _ := b.id()
 	startHandler(t, b, "count", "--exec", fmt.Sprintf("seq 1 %d", lines))
 
-	out, errs, code, took := a.runWithin(60*time.Second, "invoke", bID, "count", "--stream")
+	out, errs, code, took := a.RunWithin(60*time.Second, "invoke", bID, "count", "--stream")
 	if code != 0 {
 		t.Fatalf("invoke --stream: exit %d: %s", code, errs)
 	}
@@ -389,7 +363,7 @@ func TestInvokeStream(t *testing.T) {
 func TestInvokeStreamCancel(t *testing.T) {
 	a, b, _, _ := pair(t, "/ip4/127.0.0.1/tcp/0")
 	bID, _ := b.id()
-	dir := newHome(t)
+	dir := t.TempDir()
 	// Each call writes its PID, then a tick to a file and a delta every 50 ms.
 	loop := script(t, dir, "loop.sh", `
 echo $$ > '`+dir+`'/"$WEFT_CALL_ID.pid"
@@ -407,7 +381,7 @@ done
 	handlerStopped := func(how string) {
 		t.Helper()
 		var pidFile string
-		poll(t, 10*time.Second, "the call's pid file", func() (bool, string) {
+		testbed.Poll(t, 10*time.Second, "the call's pid file", func() (bool, string) {
 			m, _ := filepath.Glob(filepath.Join(dir, "*.pid"))
 			for _, f := range m {
 				if !strings.HasSuffix(f, ".done.pid") {
@@ -425,7 +399,7 @@ done
 		if _, err := strconv.Atoi(pid); err != nil {
 			t.Fatalf("pid file holds %q", raw)
 		}
-		poll(t, 10*time.Second, how+": the handler process to end", func() (bool, string) {
+		testbed.Poll(t, 10*time.Second, how+": the handler process to end", func() (bool, string) {
 			_, err := os.Stat("/proc/" + pid)
 			return os.IsNotExist(err), fmt.Sprint(err)
 		})
@@ -438,7 +412,7 @@ done
 			return fi.Size()
 		}
 		prev, prevAt := size(), time.Now()
-		poll(t, 10*time.Second, how+": the ticks file to stop growing", func() (bool, string) {
+		testbed.Poll(t, 10*time.Second, how+": the ticks file to stop growing", func() (bool, string) {
 			if time.Since(prevAt) < 300*time.Millisecond {
 				return false, "too soon"
 			}
@@ -448,8 +422,8 @@ done
 			return same, fmt.Sprintf("%d bytes", cur)
 		})
 		stopped++
-		poll(t, 10*time.Second, how+": weft handle to log the cancellation", func() (bool, string) {
-			return strings.Count(h.stderr.String(), "handler stopped") == stopped, h.stderr.String()
+		testbed.Poll(t, 10*time.Second, how+": weft handle to log the cancellation", func() (bool, string) {
+			return strings.Count(h.Stderr.String(), "handler stopped") == stopped, h.Stderr.String()
 		})
 		os.Rename(pidFile, strings.TrimSuffix(pidFile, ".pid")+".done.pid")
 	}
@@ -479,14 +453,12 @@ done
 	t.Logf("handler stopped %v after the Go client cancelled", time.Since(cancelled).Round(time.Millisecond))
 
 	// weft invoke --stream, killed after it printed a few deltas.
-	p := startProc(t, a, "invoke", bID, "loop", "--stream")
-	poll(t, 20*time.Second, "deltas from weft invoke --stream", func() (bool, string) {
-		return strings.Count(p.stdout.String(), `{"tick":1}`) >= 5, p.stderr.String()
+	p := a.Start("invoke", bID, "loop", "--stream")
+	testbed.Poll(t, 20*time.Second, "deltas from weft invoke --stream", func() (bool, string) {
+		return strings.Count(p.Stdout.String(), `{"tick":1}`) >= 5, p.Stderr.String()
 	})
-	if err := p.cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.wait(10 * time.Second); err == nil {
+	p.Kill()
+	if err := p.Wait(10 * time.Second); err == nil {
 		t.Fatal("the killed weft invoke exited 0")
 	}
 	killed := time.Now()
@@ -519,15 +491,15 @@ func TestInvokeNested(t *testing.T) {
 	a, b, _, _ := pair(t, "/ip4/127.0.0.1/tcp/0")
 	aID, _ := a.id()
 	bID, _ := b.id()
-	dir := newHome(t)
+	dir := t.TempDir()
 	startHandler(t, a, "inner", "--exec", envScript(t, dir, "no-secret-here"))
 	outer := script(t, dir, "outer.sh", fmt.Sprintf(`
 inner=$(%q invoke %s inner --json '{"from":"outer"}') || exit 1
 printf '{"traceparent":"%%s","session":"%%s","call_id":"%%s","inner":%%s}\n' "$WEFT_TRACEPARENT" "$WEFT_SESSION" "$WEFT_CALL_ID" "$inner"
-`, a.bin, aID))
+`, a.Bin, aID))
 	startHandler(t, b, "outer", "--exec", outer)
 
-	out, errs, code, took := a.runWithin(30*time.Second, "invoke", bID, "outer", "--meta", "session=s1", "--meta-out")
+	out, errs, code, took := a.RunWithin(30*time.Second, "invoke", bID, "outer", "--meta", "session=s1", "--meta-out")
 	if code != 0 {
 		t.Fatalf("invoke outer: exit %d: %s", code, errs)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weftmesh/weft/internal/testbed"
 	"github.com/weftmesh/weft/protocol/api"
 )
 
@@ -16,11 +17,11 @@ import (
 
 // dm runs `weft dm PEER --text TEXT --json-out ARGS…` and decodes the result.
 func (c cli) dm(to, text string, args ...string) api.DMResult {
-	c.t.Helper()
+	c.T.Helper()
 	var res api.DMResult
-	out := c.ok(append([]string{"dm", to, "--text", text, "--json-out"}, args...)...)
+	out := c.OK(append([]string{"dm", to, "--text", text, "--json-out"}, args...)...)
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
-		c.t.Fatalf("dm --json-out printed %q: %v", out, err)
+		c.T.Fatalf("dm --json-out printed %q: %v", out, err)
 	}
 	return res
 }
@@ -49,7 +50,7 @@ func outgoing(list []api.Outgoing, id string) (api.Outgoing, bool) {
 // each exactly once.
 func TestDMDeliveredAfterRestart(t *testing.T) {
 	const offline = 5
-	bListen := freeListen(t)
+	bListen := testbed.FreeListen(t)
 	a, b, _, db := pair(t, bListen)
 	aID, _ := a.id()
 	bID, _ := b.id()
@@ -63,8 +64,8 @@ func TestDMDeliveredAfterRestart(t *testing.T) {
 		t.Fatalf("b's inbox holds the delivered DM %d times, want 1", got)
 	}
 
-	if err := db.stop(); err != nil {
-		t.Fatalf("b did not stop cleanly: %v\n%s", err, db.logText())
+	if err := db.Stop(); err != nil {
+		t.Fatalf("b did not stop cleanly: %v\n%s", err, db.Log.String())
 	}
 	var sent []string
 	for i := range offline {
@@ -80,7 +81,7 @@ func TestDMDeliveredAfterRestart(t *testing.T) {
 	// The outbox lists them all; the backoff loop keeps retrying them (the
 	// last one queued has had a single attempt so far).
 	last := sent[len(sent)-1]
-	poll(t, 20*time.Second, "retries of the queued DMs", func() (bool, string) {
+	testbed.Poll(t, 20*time.Second, "retries of the queued DMs", func() (bool, string) {
 		box := a.outbox(false)
 		for _, id := range sent {
 			if _, ok := outgoing(box, id); !ok {
@@ -95,7 +96,7 @@ func TestDMDeliveredAfterRestart(t *testing.T) {
 			t.Errorf("outbox entry %+v: want to b, with a last error, a next try and the message", o)
 		}
 	}
-	if txt := a.ok("outbox"); strings.Count(txt, "to "+bID) != offline || !strings.Contains(txt, "last error") {
+	if txt := a.OK("outbox"); strings.Count(txt, "to "+bID) != offline || !strings.Contains(txt, "last error") {
 		t.Errorf("weft outbox:\n%s", txt)
 	}
 
@@ -103,7 +104,7 @@ func TestDMDeliveredAfterRestart(t *testing.T) {
 	// and a's outbox delivers on that connection.
 	start := time.Now()
 	db = startDaemon(t, b, "--listen", bListen)
-	poll(t, 45*time.Second, "the queued DMs in b's inbox", func() (bool, string) {
+	testbed.Poll(t, 45*time.Second, "the queued DMs in b's inbox", func() (bool, string) {
 		n := countIDs(b.inbox())
 		got := 0
 		for _, id := range sent {
@@ -114,7 +115,7 @@ func TestDMDeliveredAfterRestart(t *testing.T) {
 		return got == offline, fmt.Sprintf("%d of %d", got, offline)
 	})
 	t.Logf("%d queued DMs delivered %v after b's restart began", offline, time.Since(start).Round(time.Millisecond))
-	poll(t, 10*time.Second, "a's outbox to empty", func() (bool, string) {
+	testbed.Poll(t, 10*time.Second, "a's outbox to empty", func() (bool, string) {
 		box := a.outbox(false)
 		return len(box) == 0, fmt.Sprintf("%d left", len(box))
 	})
@@ -155,7 +156,7 @@ func TestDMDeliveredAfterRestart(t *testing.T) {
 
 	// Another outage and restart: nothing is delivered a second time and
 	// nothing is left to retry.
-	if err := db.stop(); err != nil {
+	if err := db.Stop(); err != nil {
 		t.Fatalf("b did not stop cleanly: %v", err)
 	}
 	startDaemon(t, b, "--listen", bListen)
@@ -173,10 +174,10 @@ func TestDMDeliveredAfterRestart(t *testing.T) {
 // recipient is back moves to the dead letters, leaves the outbox, and is
 // never delivered.
 func TestDMDeadLetterAfterTTL(t *testing.T) {
-	bListen := freeListen(t)
+	bListen := testbed.FreeListen(t)
 	a, b, _, db := pair(t, bListen)
 	bID, _ := b.id()
-	if err := db.stop(); err != nil {
+	if err := db.Stop(); err != nil {
 		t.Fatalf("b did not stop cleanly: %v", err)
 	}
 
@@ -190,7 +191,7 @@ func TestDMDeadLetterAfterTTL(t *testing.T) {
 	}
 	id := res.Message.ID
 	var dead api.Outgoing
-	poll(t, 20*time.Second, "the DM in a's dead letters", func() (bool, string) {
+	testbed.Poll(t, 20*time.Second, "the DM in a's dead letters", func() (bool, string) {
 		var ok bool
 		dead, ok = outgoing(a.outbox(true), id)
 		return ok, "not there"
@@ -213,7 +214,7 @@ func TestDMDeadLetterAfterTTL(t *testing.T) {
 	if _, ok := outgoing(a.outbox(false), id); ok {
 		t.Error("the dead letter is still in the outbox")
 	}
-	if txt := a.ok("outbox", "--dead"); !strings.Contains(txt, id) || !strings.Contains(txt, "deadline") {
+	if txt := a.OK("outbox", "--dead"); !strings.Contains(txt, id) || !strings.Contains(txt, "deadline") {
 		t.Errorf("weft outbox --dead:\n%s", txt)
 	}
 
@@ -221,7 +222,7 @@ func TestDMDeadLetterAfterTTL(t *testing.T) {
 	startDaemon(t, b, "--listen", bListen)
 	a.waitConnected(bID)
 	later := a.dm(bID, "after the restart")
-	poll(t, 30*time.Second, "the later DM in b's inbox", func() (bool, string) {
+	testbed.Poll(t, 30*time.Second, "the later DM in b's inbox", func() (bool, string) {
 		return countIDs(b.inbox())[later.Message.ID] == 1, "not there"
 	})
 	if n := countIDs(b.inbox())[id]; n != 0 {

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -12,191 +11,55 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/weftmesh/weft/internal/testbed"
 	"github.com/weftmesh/weft/protocol/api"
 )
 
 // End-to-end tests: the real weft binary, real daemons as separate
 // processes on 127.0.0.1, driven only through the CLI as the README shows.
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
+func TestMain(m *testing.M) { testbed.Main(m) }
 
-// TestMain removes the binary the end-to-end tests built.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if binPath != "" {
-		os.RemoveAll(filepath.Dir(binPath))
-	}
-	os.Exit(code)
-}
+// cli runs weft commands on one home; the methods below read their output.
+type cli struct{ testbed.CLI }
 
-// weftBinary builds ./cmd/weft once per test process.
-func weftBinary(t *testing.T) string {
+// newCLI returns a cli of the weft binary on a new home.
+func newCLI(t *testing.T) cli { return cli{testbed.NewCLI(t)} }
+
+// startDaemon starts `weft daemon --no-mdns ARGS…` on c's home and waits
+// until it answers.
+func startDaemon(t *testing.T, c cli, args ...string) *testbed.Daemon {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("end-to-end test builds and runs daemons")
-	}
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "weft-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "weft")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
-		if err != nil {
-			buildErr = errors.New(string(out))
-		}
-	})
-	if buildErr != nil {
-		t.Fatalf("build weft: %v", buildErr)
-	}
-	return binPath
-}
-
-type cli struct {
-	t    *testing.T
-	bin  string
-	home string
-}
-
-func newHome(t *testing.T) string {
-	t.Helper()
-	d, err := os.MkdirTemp("", "weft-e2e-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(d) })
-	return d
-}
-
-func (c cli) cmd(args ...string) *exec.Cmd {
-	cmd := exec.Command(c.bin, args...)
-	cmd.Env = append(os.Environ(), "WEFT_HOME="+c.home)
-	return cmd
-}
-
-// run runs a client command and returns stdout, stderr and the exit code.
-func (c cli) run(args ...string) (string, string, int) {
-	c.t.Helper()
-	cmd := c.cmd(args...)
-	var out, errb strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		c.t.Fatalf("weft %v: %v", args, err)
-	}
-	return out.String(), errb.String(), code
-}
-
-// ok runs a client command that must succeed and returns its stdout.
-func (c cli) ok(args ...string) string {
-	c.t.Helper()
-	out, errs, code := c.run(args...)
-	if code != 0 {
-		c.t.Fatalf("weft %s: exit %d: %s", strings.Join(args, " "), code, errs)
-	}
-	return out
-}
-
-// daemon is a running `weft daemon` process.
-type daemon struct {
-	cli
-	proc *exec.Cmd
-	done chan error
-	log  *os.File
-}
-
-func startDaemon(t *testing.T, c cli, args ...string) *daemon {
-	t.Helper()
-	logf, err := os.CreateTemp("", "weft-daemon-log-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { logf.Close(); os.Remove(logf.Name()) })
-	args = append([]string{"daemon", "--no-mdns"}, args...)
-	d := &daemon{cli: c, proc: c.cmd(args...), done: make(chan error, 1), log: logf}
-	d.proc.Stdout, d.proc.Stderr = logf, logf
-	if err := d.proc.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { d.done <- d.proc.Wait() }()
-	t.Cleanup(func() { d.stop() })
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if _, _, code := c.run("id"); code == 0 {
-			return d
-		}
-		select {
-		case err := <-d.done:
-			d.done <- err
-			t.Fatalf("daemon exited: %v\n%s", err, d.logText())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("daemon did not come up:\n%s", d.logText())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-func (d *daemon) logText() string {
-	b, _ := os.ReadFile(d.log.Name())
-	return string(b)
-}
-
-// stop sends SIGTERM and returns the exit error (nil for a clean exit).
-func (d *daemon) stop() error {
-	if d.proc.ProcessState != nil {
-		return nil
-	}
-	_ = d.proc.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-d.done:
-		d.done <- err
-		return err
-	case <-time.After(20 * time.Second):
-		_ = d.proc.Process.Kill()
-		err := <-d.done
-		d.done <- err
-		return errors.New("daemon ignored SIGTERM for 20s")
-	}
+	return testbed.StartIn(t, c.Home, append([]string{"--no-mdns"}, args...)...)
 }
 
 func (c cli) id() (string, []string) {
-	c.t.Helper()
+	c.T.Helper()
 	var out struct {
 		ID    string   `json:"id"`
 		Addrs []string `json:"addrs"`
 	}
-	if err := json.Unmarshal([]byte(c.ok("id", "--json")), &out); err != nil {
-		c.t.Fatal(err)
+	if err := json.Unmarshal([]byte(c.OK("id", "--json")), &out); err != nil {
+		c.T.Fatal(err)
 	}
 	return out.ID, out.Addrs
 }
 
 // readJSON runs `weft read NAME --json` and decodes one message per line.
 func (c cli) readJSON(space string) []api.Message {
-	c.t.Helper()
+	c.T.Helper()
 	var ms []api.Message
-	for _, line := range strings.Split(strings.TrimSpace(c.ok("read", space, "--json")), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(c.OK("read", space, "--json")), "\n") {
 		if line == "" {
 			continue
 		}
 		var m api.Message
 		if err := json.Unmarshal([]byte(line), &m); err != nil {
-			c.t.Fatalf("read --json line %q: %v", line, err)
+			c.T.Fatalf("read --json line %q: %v", line, err)
 		}
 		ms = append(ms, m)
 	}
@@ -204,11 +67,11 @@ func (c cli) readJSON(space string) []api.Message {
 }
 
 func (c cli) waitFor(what string, cond func() bool) {
-	c.t.Helper()
+	c.T.Helper()
 	deadline := time.Now().Add(45 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
-			c.t.Fatalf("timed out waiting for %s", what)
+			c.T.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -216,10 +79,10 @@ func (c cli) waitFor(what string, cond func() bool) {
 
 // waitSpacePeers waits until the node's one space has at least k peers.
 func (c cli) waitSpacePeers(k int) {
-	c.t.Helper()
+	c.T.Helper()
 	c.waitFor("space peers", func() bool {
 		var sps api.Spaces
-		return json.Unmarshal([]byte(c.ok("spaces", "--json")), &sps) == nil && len(sps.Spaces) == 1 && sps.Spaces[0].Peers >= k
+		return json.Unmarshal([]byte(c.OK("spaces", "--json")), &sps) == nil && len(sps.Spaces) == 1 && sps.Spaces[0].Peers >= k
 	})
 }
 
@@ -247,13 +110,12 @@ func hasText(ms []api.Message, text string) (api.Message, bool) {
 }
 
 func TestEndToEnd(t *testing.T) {
-	bin := weftBinary(t)
-	a := cli{t, bin, newHome(t)}
-	b := cli{t, bin, newHome(t)}
-	c := cli{t, bin, newHome(t)}
+	a := newCLI(t)
+	b := newCLI(t)
+	c := newCLI(t)
 
 	// Client commands without a daemon fail with a clear one-line error.
-	_, errs, code := a.run("id")
+	_, errs, code := a.Run("id")
 	if code == 0 || !strings.Contains(errs, "daemon not running (no socket at") || strings.Count(strings.TrimSpace(errs), "\n") != 0 {
 		t.Fatalf("id without daemon: exit %d, stderr %q", code, errs)
 	}
@@ -264,15 +126,15 @@ func TestEndToEnd(t *testing.T) {
 	dc := startDaemon(t, c, "--listen", "/ip4/127.0.0.1/tcp/0", "--bootstrap", aAddrs[0])
 
 	for _, n := range []cli{a, b, c} {
-		n.ok("join", "research")
-		n.ok("join", "research") // idempotent
+		n.OK("join", "research")
+		n.OK("join", "research") // idempotent
 	}
-	if out := a.ok("spaces"); !strings.Contains(out, "research") {
+	if out := a.OK("spaces"); !strings.Contains(out, "research") {
 		t.Fatalf("spaces: %q", out)
 	}
 
 	// Follow on B before anything is sent: replay, then live.
-	follow := b.cmd("read", "research", "--follow", "--json")
+	follow := b.Command("read", "research", "--follow", "--json")
 	stdout, err := follow.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -299,7 +161,7 @@ func TestEndToEnd(t *testing.T) {
 		n.waitSpacePeers(2)
 	}
 
-	helloID := strings.TrimSpace(a.ok("send", "research", "--text", "hello"))
+	helloID := strings.TrimSpace(a.OK("send", "research", "--text", "hello"))
 	b.waitFor("hello on b", func() bool { _, ok := hasText(b.readJSON("research"), "hello"); return ok })
 	m, _ := hasText(b.readJSON("research"), "hello")
 	if m.ID != helloID || m.From != aID {
@@ -307,27 +169,27 @@ func TestEndToEnd(t *testing.T) {
 	}
 	nextFollowed(t, followed, helloID)
 
-	replyID := strings.TrimSpace(c.ok("send", "research", "--text", "hi a", "--ref", helloID, "--meta", "session=s1"))
+	replyID := strings.TrimSpace(c.OK("send", "research", "--text", "hi a", "--ref", helloID, "--meta", "session=s1"))
 	for _, n := range []cli{a, b} {
 		n.waitFor("reply everywhere", func() bool { _, ok := hasText(n.readJSON("research"), "hi a"); return ok })
 	}
-	if show := a.ok("show", replyID, "--json"); !strings.Contains(show, helloID) || !strings.Contains(show, `"session":"s1"`) {
+	if show := a.OK("show", replyID, "--json"); !strings.Contains(show, helloID) || !strings.Contains(show, `"session":"s1"`) {
 		t.Fatalf("show reply: %s", show)
 	}
-	if th := a.ok("thread", replyID, "--json"); !strings.Contains(th, `"depth":1`) || !strings.Contains(th, helloID) {
+	if th := a.OK("thread", replyID, "--json"); !strings.Contains(th, `"depth":1`) || !strings.Contains(th, helloID) {
 		t.Fatalf("thread of the reply: %s", th)
 	}
-	if th := a.ok("thread", helloID, "--down"); !strings.Contains(th, "hi a") {
+	if th := a.OK("thread", helloID, "--down"); !strings.Contains(th, "hi a") {
 		t.Fatalf("replies to hello: %s", th)
 	}
 	nextFollowed(t, followed, replyID)
 
 	// kill -TERM c, restart it on the same home: it still has its messages,
 	// is still in the space, and rejoins the mesh by itself.
-	if err := dc.stop(); err != nil {
-		t.Fatalf("c did not exit cleanly on SIGTERM: %v\n%s", err, dc.logText())
+	if err := dc.Stop(); err != nil {
+		t.Fatalf("c did not exit cleanly on SIGTERM: %v\n%s", err, dc.Log.String())
 	}
-	if _, err := os.Stat(filepath.Join(c.home, "weft.sock")); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(c.Home, "weft.sock")); !os.IsNotExist(err) {
 		t.Errorf("socket left behind after SIGTERM: %v", err)
 	}
 	startDaemon(t, c, "--listen", "/ip4/127.0.0.1/tcp/0")
@@ -336,7 +198,7 @@ func TestEndToEnd(t *testing.T) {
 		t.Fatalf("after restart c reads %d messages", len(after))
 	}
 	c.waitSpacePeers(2)
-	a.ok("send", "research", "--text", "welcome back")
+	a.OK("send", "research", "--text", "welcome back")
 	c.waitFor("live message after restart", func() bool { _, ok := hasText(c.readJSON("research"), "welcome back"); return ok })
 
 	// CLI errors: one line on stderr, non-zero exit.
@@ -351,7 +213,7 @@ func TestEndToEnd(t *testing.T) {
 		{[]string{"show", "nope"}, "bad id"},
 		{[]string{"read", "research", "--after", "!!"}, "bad cursor"},
 	} {
-		_, errs, code := a.run(tc.args...)
+		_, errs, code := a.Run(tc.args...)
 		if code == 0 || !strings.Contains(errs, tc.want) || strings.Count(strings.TrimSpace(errs), "\n") != 0 {
 			t.Errorf("weft %v: exit %d, stderr %q, want one line containing %q", tc.args, code, errs, tc.want)
 		}
@@ -361,11 +223,10 @@ func TestEndToEnd(t *testing.T) {
 // TestEndToEndBadInputAPI: a daemon process answers bad requests on its
 // socket with 4xx JSON errors and keeps serving.
 func TestEndToEndBadInputAPI(t *testing.T) {
-	bin := weftBinary(t)
-	a := cli{t, bin, newHome(t)}
+	a := newCLI(t)
 	startDaemon(t, a, "--listen", "/ip4/127.0.0.1/tcp/0")
-	a.ok("join", "lab")
-	sock := filepath.Join(a.home, "weft.sock")
+	a.OK("join", "lab")
+	sock := filepath.Join(a.Home, "weft.sock")
 	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		var d net.Dialer
 		return d.DialContext(ctx, "unix", sock)
@@ -391,7 +252,7 @@ func TestEndToEndBadInputAPI(t *testing.T) {
 			t.Errorf("%s: %d %s, want %d with a JSON error", tc.name, resp.StatusCode, b, tc.status)
 		}
 	}
-	a.ok("send", "lab", "--text", "still here")
+	a.OK("send", "lab", "--text", "still here")
 	if ms := a.readJSON("lab"); len(ms) != 1 {
 		t.Fatalf("lab holds %d messages, want 1", len(ms))
 	}
@@ -400,8 +261,8 @@ func TestEndToEndBadInputAPI(t *testing.T) {
 // TestDemo runs `weft demo` as a newcomer would and checks it ends well and
 // leaves nothing behind.
 func TestDemo(t *testing.T) {
-	bin := weftBinary(t)
-	tmp := newHome(t)
+	bin := testbed.Weft(t)
+	tmp := testbed.Home(t) // the demo's homes are made in it: short socket paths
 	cmd := exec.Command(bin, "demo")
 	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
 	out, err := cmd.CombinedOutput()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/weftmesh/weft/internal/testbed"
 	"github.com/weftmesh/weft/node/mcp/mcptest"
 )
 
@@ -23,7 +24,7 @@ import (
 // client to it.
 func mcpStdio(t *testing.T, c cli) *mcp.ClientSession {
 	t.Helper()
-	cmd := exec.Command(c.bin, "mcp", "--home", c.home)
+	cmd := exec.Command(c.Bin, "mcp", "--home", c.Home)
 	return mcpConnect(t, &mcp.CommandTransport{Command: cmd})
 }
 
@@ -66,7 +67,7 @@ func TestMCPStdio(t *testing.T) {
 		}
 	}
 	aID, _ := a.id()
-	poll(t, 20*time.Second, "the message on b", func() (bool, string) {
+	testbed.Poll(t, 20*time.Second, "the message on b", func() (bool, string) {
 		mcpOK(t, mb, "read", map[string]any{"space": "lab"}, &page)
 		return len(page.Messages) == 1, fmt.Sprint(page)
 	})
@@ -95,23 +96,22 @@ func TestMCPStdio(t *testing.T) {
 		t.Fatalf("a holds %d messages after the bad calls, want 1", len(got))
 	}
 	mcpOK(t, ma, "whoami", nil, nil)
-	a.ok("id") // the daemon is fine
+	a.OK("id") // the daemon is fine
 }
 
 // TestMCPDaemonEndpoints: the daemon's own MCP endpoints. On loopback TCP
 // (--mcp-listen) with the token from <home>/mcp.token; refused without it.
 func TestMCPDaemonEndpoints(t *testing.T) {
-	bin := weftBinary(t)
-	a := cli{t, bin, newHome(t)}
+	a := newCLI(t)
 	d := startDaemon(t, a, "--listen", "/ip4/127.0.0.1/tcp/0", "--mcp-listen", "127.0.0.1:0")
-	raw, err := os.ReadFile(filepath.Join(a.home, "mcp.token"))
+	raw, err := os.ReadFile(filepath.Join(a.Home, "mcp.token"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The daemon logs the endpoint it bound: url=http://127.0.0.1:PORT/mcp.
-	m := regexp.MustCompile(`url=(http://127\.0\.0\.1:\d+/mcp)`).FindStringSubmatch(d.logText())
+	m := regexp.MustCompile(`url=(http://127\.0\.0\.1:\d+/mcp)`).FindStringSubmatch(d.Log.String())
 	if m == nil {
-		t.Fatalf("no MCP endpoint in the daemon's log:\n%s", d.logText())
+		t.Fatalf("no MCP endpoint in the daemon's log:\n%s", d.Log.String())
 	}
 	url := m[1]
 	resp, err := http.Post(url, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
@@ -125,7 +125,7 @@ func TestMCPDaemonEndpoints(t *testing.T) {
 	hc := &http.Client{Transport: tokenTransport(strings.TrimSpace(string(raw)))}
 	cs := mcpConnect(t, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc})
 	mcpOK(t, cs, "join", map[string]any{"space": "tcp"}, nil)
-	if out := a.ok("spaces"); !strings.Contains(out, "tcp") {
+	if out := a.OK("spaces"); !strings.Contains(out, "tcp") {
 		t.Fatalf("weft spaces after join over MCP/TCP: %q", out)
 	}
 }

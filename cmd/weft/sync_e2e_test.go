@@ -18,22 +18,21 @@ import (
 // itself (it redials the peers it knew and syncs), each exactly once.
 func TestOfflineCatchUp(t *testing.T) {
 	const missed = 500
-	bin := weftBinary(t)
-	a := cli{t, bin, newHome(t)}
-	b := cli{t, bin, newHome(t)}
+	a := newCLI(t)
+	b := newCLI(t)
 	startDaemon(t, a, "--listen", "/ip4/127.0.0.1/tcp/0")
 	_, aAddrs := a.id()
 	db := startDaemon(t, b, "--listen", "/ip4/127.0.0.1/tcp/0", "--bootstrap", aAddrs[0])
-	a.ok("join", "ops")
-	b.ok("join", "ops")
+	a.OK("join", "ops")
+	b.OK("join", "ops")
 	b.waitSpacePeers(1)
-	first := a.ok("send", "ops", "--text", "before the outage")
+	first := a.OK("send", "ops", "--text", "before the outage")
 	b.waitFor("the first message on b", func() bool { return len(b.readJSON("ops")) == 1 })
 
-	if err := db.stop(); err != nil {
+	if err := db.Stop(); err != nil {
 		t.Fatalf("b did not stop cleanly: %v", err)
 	}
-	ca := &client.Client{Home: a.home}
+	ca := &client.Client{Home: a.Home}
 	var wg sync.WaitGroup
 	errs := make(chan error, 4)
 	for w := range 4 {
@@ -71,11 +70,11 @@ func TestOfflineCatchUp(t *testing.T) {
 	}
 
 	// Retention per space from the CLI.
-	b.ok("join", "ops", "--keep-count", "100", "--keep-age", "720h")
-	if out := b.ok("spaces"); !strings.Contains(out, "keeps newest 100, younger than 720h0m0s") {
+	b.OK("join", "ops", "--keep-count", "100", "--keep-age", "720h")
+	if out := b.OK("spaces"); !strings.Contains(out, "keeps newest 100, younger than 720h0m0s") {
 		t.Errorf("spaces does not show the retention: %q", out)
 	}
-	if _, errs, code := b.run("join", "ops", "--keep-count", "-1"); code == 0 || !strings.Contains(errs, "negative") {
+	if _, errs, code := b.Run("join", "ops", "--keep-count", "-1"); code == 0 || !strings.Contains(errs, "negative") {
 		t.Errorf("negative --keep-count: exit %d, stderr %q", code, errs)
 	}
 }

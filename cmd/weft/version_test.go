@@ -11,7 +11,8 @@ import (
 // TestVersion: `weft version` prints the release and, when the go command
 // stamped the binary with a commit (go version -m shows it), that commit.
 func TestVersion(t *testing.T) {
-	bin := weftBinary(t)
+	c := newCLI(t)
+	bin := c.Bin
 	meta, err := exec.Command("go", "version", "-m", bin).Output()
 	if err != nil {
 		t.Fatalf("go version -m: %v", err)
@@ -26,7 +27,7 @@ func TestVersion(t *testing.T) {
 			want += ")"
 		}
 	}
-	out := cli{t, bin, newHome(t)}.ok("version")
+	out := c.OK("version")
 	if strings.TrimSpace(out) != want {
 		t.Errorf("weft version printed %q, want %q (go version -m:\n%s)", out, want, meta)
 	}

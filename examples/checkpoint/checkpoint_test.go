@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/weftmesh/weft/examples/internal/testbed"
+	"github.com/weftmesh/weft/internal/testbed"
 )
 
 func TestMain(m *testing.M) { testbed.Main(m) }
@@ -160,11 +160,7 @@ func (b *bed) ask(t *testing.T, space, out string, args ...string) (*testbed.Pro
 // returns its ID.
 func (b *bed) answer(t *testing.T, d *testbed.Daemon, space string, args ...string) string {
 	t.Helper()
-	p := testbed.Run(t, nil, []string{"WEFT_HOME=" + d.Home}, b.weft, append([]string{"send", space, "--type", "checkpoint.response"}, args...)...)
-	if err := p.Wait(30 * time.Second); err != nil {
-		t.Fatalf("%s: %v\n%s", p.Name, err, p.Stderr)
-	}
-	return strings.TrimSpace(p.Stdout.String())
+	return strings.TrimSpace(d.CLI(t).OK(append([]string{"send", space, "--type", "checkpoint.response"}, args...)...))
 }
 
 // commandLine returns the rest of the line of p's stdout that starts with

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/weftmesh/weft/examples/internal/netns"
-	"github.com/weftmesh/weft/examples/internal/testbed"
+	"github.com/weftmesh/weft/internal/testbed"
 	"github.com/weftmesh/weft/node/client"
 )
 

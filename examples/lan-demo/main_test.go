@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/weftmesh/weft/examples/internal/netns"
-	"github.com/weftmesh/weft/examples/internal/testbed"
+	"github.com/weftmesh/weft/internal/testbed"
 )
 
 func TestMain(m *testing.M) { testbed.Main(m) }

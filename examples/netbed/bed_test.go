@@ -3,7 +3,6 @@ package netbed
 import (
 	"context"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -11,7 +10,7 @@ import (
 	"time"
 
 	"github.com/weftmesh/weft/examples/internal/netns"
-	"github.com/weftmesh/weft/examples/internal/testbed"
+	"github.com/weftmesh/weft/internal/testbed"
 	"github.com/weftmesh/weft/protocol/api"
 )
 
@@ -28,13 +27,8 @@ type node struct {
 // start runs `weft daemon` with args on host h, with a home of its own.
 func start(t *testing.T, name string, h *netns.Host, args ...string) *node {
 	t.Helper()
-	home, err := os.MkdirTemp("", "weft-netbed-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(home) })
 	n := &node{name: name, host: h, args: args}
-	n.Daemon = testbed.StartVia(t, h.Argv, home, args...)
+	n.Daemon = testbed.StartVia(t, h.Argv, testbed.Home(t), args...)
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("%s's log, last lines:\n%s", name, tail(n.Log.String(), 60))

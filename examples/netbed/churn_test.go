@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/weftmesh/weft/examples/internal/netns"
-	"github.com/weftmesh/weft/examples/internal/testbed"
+	"github.com/weftmesh/weft/internal/testbed"
 	"github.com/weftmesh/weft/node/client"
 	"github.com/weftmesh/weft/protocol/api"
 )

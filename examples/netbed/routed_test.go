@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/weftmesh/weft/examples/internal/netns"
-	"github.com/weftmesh/weft/examples/internal/testbed"
+	"github.com/weftmesh/weft/internal/testbed"
 )
 
 // TestRouted: two subnets joined by a router. mDNS does not cross it, so

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/weftmesh/weft/examples/internal/testbed"
+	"github.com/weftmesh/weft/internal/testbed"
 	"github.com/weftmesh/weft/node/client"
 	"github.com/weftmesh/weft/protocol/api"
 )

@@ -322,9 +322,9 @@ class DirectTest(DaemonTest):
         self.assertEqual(queued["status"], "queued")
         self.assertIn(queued["message"]["id"], [o["id"] for o in self.a.outbox(to=nobody)])
         cases = [
-            ("not a peer", 400, "bad_request", lambda: self.a.dm("nope", {"x": 1})),
-            ("to self", 400, "bad_request", lambda: self.a.dm(self.id_a, {"x": 1})),
-            ("bad kind", 400, "bad_request", lambda: self.a.dm(self.id_b, {"x": 1}, kind="shout")),
+            ("not a peer", 400, "bad_peer", lambda: self.a.dm("nope", {"x": 1})),
+            ("to self", 400, "bad_peer", lambda: self.a.dm(self.id_a, {"x": 1})),
+            ("bad kind", 422, "invalid", lambda: self.a.dm(self.id_b, {"x": 1}, kind="shout")),
             ("content not an object", 422, "malformed", lambda: self.a.dm(self.id_b, 5)),
         ]
         for name, status, code, fn in cases:
@@ -465,7 +465,7 @@ class CallTest(DaemonTest):
             ("no handler", 404, "no_handler", lambda: self.a.invoke(self.id_b, unique("nobody"))),
             ("no handler, stream", 404, "no_handler", lambda: self.a.invoke_stream(self.id_b, unique("nobody"))),
             ("unknown peer", 503, "unreachable", lambda: self.a.invoke(random_peer_id(), "echo")),
-            ("not a peer", 400, "bad_request", lambda: self.a.invoke("nope", "echo")),
+            ("not a peer", 400, "bad_peer", lambda: self.a.invoke("nope", "echo")),
             ("bad name", 400, "bad_request", lambda: self.a.invoke(self.id_b, "no spaces")),
             ("bad handler name", 400, "bad_request", lambda: self.b.handle("no spaces", lambda c: None)),
             ("unknown call", 404, "unknown_call", lambda: self.b.request("POST", "/v1/calls/nope/reply", {"output": 1})),

@@ -642,7 +642,7 @@ class Client:
 
         Raises WeftError with the codes ``no_handler`` (404),
         ``unreachable`` / ``overloaded`` (503), ``deadline_exceeded`` (504),
-        ``handler_failed`` (502), ``bad_request`` (400).
+        ``handler_failed`` (502), ``bad_request`` or ``bad_peer`` (400).
         """
         return self.invoke_full(peer, name, input, timeout, meta, parent)["output"]
 

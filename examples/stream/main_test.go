@@ -15,7 +15,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 
-	"github.com/weftmesh/weft/examples/internal/testbed"
+	"github.com/weftmesh/weft/internal/testbed"
 	"github.com/weftmesh/weft/protocol/api"
 )
 
@@ -228,21 +228,20 @@ func TestStream(t *testing.T) {
 
 	t.Run("weft invoke", func(t *testing.T) {
 		// Any caller can use the handler; a unary call gets the whole text.
-		weft := testbed.Weft(t)
-		env := []string{"WEFT_HOME=" + a.Home}
+		weft := a.CLI(t)
 		prompt := "one answer at once"
-		p := testbed.Run(t, nil, env, weft, "invoke", b.ID, "fast", "--json", `{"prompt": "`+prompt+`"}`)
-		if code := exitCode(t, p.Wait(60*time.Second)); code != 0 {
-			t.Fatalf("exit %d\n%s", code, p.Stderr)
+		stdout, stderr, code, _ := weft.RunWithin(60*time.Second, "invoke", b.ID, "fast", "--json", `{"prompt": "`+prompt+`"}`)
+		if code != 0 {
+			t.Fatalf("exit %d\n%s", code, stderr)
 		}
 		var out struct{ Text string }
-		if err := json.Unmarshal([]byte(p.Stdout.String()), &out); err != nil || out.Text != strings.Join(Generate(prompt, answerLength), "") {
-			t.Errorf("weft invoke printed %q (%v)", p.Stdout, err)
+		if err := json.Unmarshal([]byte(stdout), &out); err != nil || out.Text != strings.Join(Generate(prompt, answerLength), "") {
+			t.Errorf("weft invoke printed %q (%v)", stdout, err)
 		}
 
-		p = testbed.Run(t, nil, env, weft, "invoke", b.ID, "fast", "--stream", "--json", `{"question": "no prompt"}`)
-		if code := exitCode(t, p.Wait(60*time.Second)); code == 0 || !strings.Contains(p.Stderr.String(), "input must be") {
-			t.Errorf("a call without a prompt: exit %d, stderr %q", code, p.Stderr)
+		_, stderr, code, _ = weft.RunWithin(60*time.Second, "invoke", b.ID, "fast", "--stream", "--json", `{"question": "no prompt"}`)
+		if code == 0 || !strings.Contains(stderr, "input must be") {
+			t.Errorf("a call without a prompt: exit %d, stderr %q", code, stderr)
 		}
 	})
 

@@ -23,8 +23,15 @@ import (
 // Protocol is the stream protocol of card and health requests.
 const Protocol = libp2pprotocol.ID(protocol.AgentProtocol)
 
-// serviceName is the resource manager's name for this protocol's streams.
-const serviceName = "weft.agent"
+// ServiceName is the libp2p resource manager service the agent streams of
+// both sides belong to: its limits (set by the host, see mesh) bound the
+// requests in flight, per peer and in all.
+const ServiceName = "weft.agent"
+
+// MaxStreamMemory is what a served request reserves in its stream's
+// resource scope while it is answered: its query, the one read from the
+// peer, at the largest size allowed.
+const MaxStreamMemory = maxQuery
 
 var (
 	// ErrClosed is returned by a closed Service.
@@ -191,11 +198,17 @@ func (s *Service) handle(str network.Stream) {
 	defer s.wg.Done()
 	defer context.AfterFunc(s.ctx, func() { _ = str.Reset() })()
 	p := str.Conn().RemotePeer()
-	if err := str.Scope().SetService(serviceName); err != nil {
+	if err := str.Scope().SetService(ServiceName); err != nil {
 		s.cfg.log.Debug("agent: stream refused by the resource manager", "peer", p, "err", err)
 		_ = str.Reset()
 		return
 	}
+	if err := str.Scope().ReserveMemory(MaxStreamMemory, network.ReservationPriorityAlways); err != nil {
+		s.cfg.log.Debug("agent: no memory for the request", "peer", p, "err", err)
+		_ = str.Reset()
+		return
+	}
+	defer str.Scope().ReleaseMemory(MaxStreamMemory)
 	_ = str.SetDeadline(time.Now().Add(s.cfg.timeout))
 	q, err := readFrame(bufio.NewReaderSize(str, 64), maxQuery)
 	if err != nil {
@@ -311,7 +324,7 @@ func (s *Service) ask(ctx context.Context, p peer.ID, get string) (_ []byte, _ t
 	// stream unblocks its reads and writes. (A stream deadline as well
 	// would race with ctx and report a bare i/o timeout.)
 	defer context.AfterFunc(ctx, func() { _ = str.Reset() })()
-	if err := str.Scope().SetService(serviceName); err != nil {
+	if err := str.Scope().SetService(ServiceName); err != nil {
 		_ = str.Reset()
 		return nil, 0, fmt.Errorf("resource manager: %w", err)
 	}

@@ -21,6 +21,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"sync"
 	"time"
@@ -32,6 +33,11 @@ import (
 	"github.com/weftmesh/weft/mesh/internal/frame"
 	"github.com/weftmesh/weft/protocol"
 )
+
+// ServiceName is the libp2p resource manager service the call streams of
+// both sides belong to: its limits (set by the host, see mesh) bound the
+// calls in flight, per peer and in all.
+const ServiceName = "weft.call"
 
 // Handler serves the calls that reach this node.
 type Handler interface {
@@ -107,10 +113,30 @@ func (s *Service) serve(st network.Stream) {
 	s.mu.Unlock()
 	defer s.wg.Done()
 	c := &Call{From: st.Conn().RemotePeer(), st: st, w: bufio.NewWriter(st)}
+	if err := st.Scope().SetService(ServiceName); err != nil {
+		// The resource manager's limit on calls (this peer's or
+		// everyone's): answered like a full slot table.
+		c.Fail(protocol.Errorf(protocol.CodeOverloaded, "too many call streams: %v", err))
+		st.Close()
+		return
+	}
 	r := bufio.NewReader(st)
 	st.SetReadDeadline(time.Now().Add(s.cfg.timeout))
-	err := frame.ReadJSON(r, s.cfg.requestLimit(), &c.Request)
+	// The request stays in memory until the call ends: its bytes are
+	// reserved in the stream's scope until then.
+	raw, err := frame.ReadIn(r, s.cfg.requestLimit(), st.Scope())
+	if err == nil {
+		defer st.Scope().ReleaseMemory(len(raw))
+		if err = json.Unmarshal(raw, &c.Request); err != nil {
+			err = fmt.Errorf("bad frame: %w", err)
+		}
+	}
 	st.SetReadDeadline(time.Time{})
+	if errors.Is(err, network.ErrResourceLimitExceeded) {
+		c.Fail(protocol.Errorf(protocol.CodeOverloaded, "no room for the request: %v", err))
+		st.Close()
+		return
+	}
 	if err != nil {
 		c.Fail(protocol.Errorf(protocol.CodeBadRequest, "unreadable request: %v", err))
 		// Not a reset, which discards the error frame the caller has not
@@ -313,6 +339,10 @@ func (s *Service) Call(ctx context.Context, to peer.ID, req protocol.CallRequest
 			return nil, ctxError(ctx)
 		}
 		return nil, protocol.Errorf(protocol.CodeUnreachable, "%s: %v", to, err)
+	}
+	if err := st.Scope().SetService(ServiceName); err != nil {
+		st.Reset()
+		return nil, protocol.Errorf(protocol.CodeOverloaded, "too many calls to %s: %v", to, err)
 	}
 	stop := context.AfterFunc(ctx, func() { st.Reset() }) // also while the request is written
 	w := bufio.NewWriter(st)

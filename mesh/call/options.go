@@ -21,6 +21,12 @@ const (
 // metaRoom is what a frame may carry beside its data (meta, envelope).
 const metaRoom = 512 << 10
 
+// MaxStreamMemory is the most a served call reserves in its stream's
+// resource scope: its request, which is held until the call ends, at the
+// largest size allowed (protocol.MaxMessageSize of input and metaRoom).
+// A call reserves its request's actual size.
+const MaxStreamMemory = protocol.MaxMessageSize + metaRoom
+
 // Option configures a Service.
 type Option func(*config) error
 

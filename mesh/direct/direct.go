@@ -6,10 +6,14 @@
 // encoding (protocol.Message.Encode); the recipient answers every frame
 // with a JSON protocol.DirectAck frame, in order: {"ok":true} once the
 // message is durably in its inbox (or already was), or {"error":{…}} when
-// it refuses the message (malformed, bad signature, expired, not addressed
-// to it, not sent by the stream's peer). A refused message is not stored,
-// and the stream stays usable; a frame that cannot be read (over the size
-// limit, truncated) gets an error ack and the stream is closed.
+// it does not take it. A message that fails validation (malformed, bad
+// signature, expired, from the future, not addressed to it, not sent by the
+// stream's peer) is refused: code "refused" with the validation code as its
+// reason, e.g. {"code":"refused","reason":"clock_skew","message":"…"} (see
+// protocol.CallError). A recipient that cannot store a message answers code
+// "internal". Neither is stored, and the stream stays usable; a frame that
+// cannot be read (over the size limit, truncated) gets an error ack and the
+// stream is closed.
 //
 // Delivery is at least once on the wire and exactly once in the inbox: a
 // sender retries until it sees an ack, and the inbox drops duplicates by
@@ -63,7 +67,7 @@ func New(h host.Host, inbox Inbox, opts ...Option) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{h: h, inbox: inbox, cfg: cfg}
-	h.SetStreamHandler(protocol.DirectProtocol, s.handle)
+	h.SetStreamHandler(protocol.DirectProtocol, s.scoped(s.handle))
 	return s, nil
 }
 
@@ -116,7 +120,9 @@ func (s *Service) receive(from peer.ID, b []byte) *protocol.CallError {
 	}
 	if err != nil {
 		s.cfg.log.Debug("direct: message refused", "peer", from, "err", err)
-		return protocol.Errorf(protocol.CodeRefused, "%s: %v", protocol.Code(err), err)
+		refusal := protocol.Errorf(protocol.CodeRefused, "%s: %v", protocol.Code(err), err)
+		refusal.Reason = protocol.Code(err)
+		return refusal
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.timeout)
 	defer cancel()

@@ -86,32 +86,33 @@ func TestRefused(t *testing.T) {
 		return w
 	}
 	cases := []struct {
-		name string
-		wire []byte
-		want string // in the refusal
+		name   string
+		wire   []byte
+		want   string // in the refusal
+		reason string // its Reason
 	}{
-		{"signature flipped", func() []byte { w := dm(t, a.key, to, nil).Encode(); return flip(w, len(w)-1) }(), "bad_signature"},
+		{"signature flipped", func() []byte { w := dm(t, a.key, to, nil).Encode(); return flip(w, len(w)-1) }(), "bad_signature", "bad_signature"},
 		{"content flipped", func() []byte {
 			w := dm(t, a.key, to, nil).Encode()
 			return flip(w, bytes.Index(w, []byte("hello"))) // hello -> iello
-		}(), "bad_signature"},
-		{"other recipient's inbox", dm(t, a.key, to, func(d *protocol.Draft) { d.Space = protocol.InboxSpace(other.id()) }).Encode(), "inbox"},
-		{"open space", dm(t, a.key, to, func(d *protocol.Draft) { d.Space = protocol.SpaceID("general") }).Encode(), "inbox"},
-		{"refs.nodes names someone else", dm(t, a.key, to, func(d *protocol.Draft) { d.Refs.Nodes = []string{other.id().String()} }).Encode(), "refs.nodes"},
-		{"refs.nodes names two", dm(t, a.key, to, func(d *protocol.Draft) { d.Refs.Nodes = append(d.Refs.Nodes, other.id().String()) }).Encode(), "refs.nodes"},
-		{"refs.nodes empty", dm(t, a.key, to, func(d *protocol.Draft) { d.Refs.Nodes = nil }).Encode(), "refs.nodes"},
-		{"unknown kind", dm(t, a.key, to, func(d *protocol.Draft) { d.Type = "text" }).Encode(), "not one of"},
-		{"has prev", dm(t, a.key, to, func(d *protocol.Draft) { d.Prev = []protocol.ID{protocol.MessageID([]byte("p"))} }).Encode(), "prev"},
+		}(), "bad_signature", "bad_signature"},
+		{"other recipient's inbox", dm(t, a.key, to, func(d *protocol.Draft) { d.Space = protocol.InboxSpace(other.id()) }).Encode(), "inbox", "malformed"},
+		{"open space", dm(t, a.key, to, func(d *protocol.Draft) { d.Space = protocol.SpaceID("general") }).Encode(), "inbox", "malformed"},
+		{"refs.nodes names someone else", dm(t, a.key, to, func(d *protocol.Draft) { d.Refs.Nodes = []string{other.id().String()} }).Encode(), "refs.nodes", "malformed"},
+		{"refs.nodes names two", dm(t, a.key, to, func(d *protocol.Draft) { d.Refs.Nodes = append(d.Refs.Nodes, other.id().String()) }).Encode(), "refs.nodes", "malformed"},
+		{"refs.nodes empty", dm(t, a.key, to, func(d *protocol.Draft) { d.Refs.Nodes = nil }).Encode(), "refs.nodes", "malformed"},
+		{"unknown kind", dm(t, a.key, to, func(d *protocol.Draft) { d.Type = "text" }).Encode(), "not one of", "malformed"},
+		{"has prev", dm(t, a.key, to, func(d *protocol.Draft) { d.Prev = []protocol.ID{protocol.MessageID([]byte("p"))} }).Encode(), "prev", "malformed"},
 		{"answers two", dm(t, a.key, to, func(d *protocol.Draft) {
 			d.Refs.Messages = []protocol.ID{protocol.MessageID([]byte("1")), protocol.MessageID([]byte("2"))}
-		}).Encode(), "answers 2"},
-		{"expired", dm(t, a.key, to, func(d *protocol.Draft) { d.CreatedAt = time.Now().Add(-2 * time.Hour); d.TTL = time.Hour }).Encode(), "expired"},
-		{"from the future", dm(t, a.key, to, func(d *protocol.Draft) { d.CreatedAt = time.Now().Add(time.Hour) }).Encode(), "clock_skew"},
-		{"forged sender", dm(t, other.key, to, nil).Encode(), "signed by " + other.id().String()},
-		{"local meta key", dm(t, a.key, to, func(d *protocol.Draft) { d.Meta = map[string]string{"local.x": "1"} }).Encode(), "local"},
-		{"garbage", []byte("not a message"), "malformed"},
-		{"empty", []byte{}, "malformed"},
-		{"body cut", func() []byte { w := dm(t, a.key, to, nil).Encode(); return w[:len(w)-10] }(), "malformed"},
+		}).Encode(), "answers 2", "malformed"},
+		{"expired", dm(t, a.key, to, func(d *protocol.Draft) { d.CreatedAt = time.Now().Add(-2 * time.Hour); d.TTL = time.Hour }).Encode(), "expired", "expired"},
+		{"from the future", dm(t, a.key, to, func(d *protocol.Draft) { d.CreatedAt = time.Now().Add(time.Hour) }).Encode(), "clock_skew", "clock_skew"},
+		{"forged sender", dm(t, other.key, to, nil).Encode(), "signed by " + other.id().String(), "invalid"},
+		{"local meta key", dm(t, a.key, to, func(d *protocol.Draft) { d.Meta = map[string]string{"local.x": "1"} }).Encode(), "local", "malformed"},
+		{"garbage", []byte("not a message"), "malformed", "malformed"},
+		{"empty", []byte{}, "malformed", "malformed"},
+		{"body cut", func() []byte { w := dm(t, a.key, to, nil).Encode(); return w[:len(w)-10] }(), "malformed", "malformed"},
 	}
 	// One stream: bad, good, bad, good, ...
 	var wires [][]byte
@@ -136,6 +137,9 @@ func TestRefused(t *testing.T) {
 			}
 			if bad.refusal.Code != protocol.CodeRefused || !strings.Contains(bad.refusal.Message, tc.want) {
 				t.Errorf("refusal %v, want %s mentioning %q", bad.refusal, protocol.CodeRefused, tc.want)
+			}
+			if bad.refusal.Reason != tc.reason {
+				t.Errorf("refusal reason %q, want %q", bad.refusal.Reason, tc.reason)
 			}
 			if m, err := protocol.Decode(tc.wire, protocol.DefaultLimits()); err == nil && b.inbox.has(m.ID) {
 				t.Error("refused message stored")
@@ -280,8 +284,8 @@ func TestInboxFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(acks) != 1 || acks[0].refusal == nil || acks[0].refusal.Code != protocol.CodeInternal {
-		t.Fatalf("acks %+v, want one internal error", acks)
+	if len(acks) != 1 || acks[0].refusal == nil || acks[0].refusal.Code != protocol.CodeInternal || acks[0].refusal.Reason != "" {
+		t.Fatalf("acks %+v, want one internal error without a reason", acks)
 	}
 	if strings.Contains(acks[0].refusal.Message, "disk full") {
 		t.Errorf("refusal %q leaks the recipient's storage error", acks[0].refusal.Message)

@@ -23,6 +23,16 @@ import (
 // Protocol is the stream protocol of a sync session.
 const Protocol = libp2pprotocol.ID(protocol.SyncProtocol)
 
+// ServiceName is the libp2p resource manager service the session streams
+// of both sides belong to: its limits (set by the host, see mesh) bound
+// the sessions in flight and the frames they hold, per peer and in all.
+const ServiceName = "weft.reconcile"
+
+// MaxStreamMemory is the most a session reserves in its stream's scope at
+// once: the frame it is processing, at the largest size allowed. Each frame
+// reserves its actual size until the next one is read.
+const MaxStreamMemory = maxFrame
+
 // Store is what sync reads of this node's messages. Implementations must be
 // safe for concurrent use. Ranges are [lo, hi) in SyncKey order.
 type Store interface {
@@ -429,6 +439,11 @@ func (s *Service) Sync(ctx context.Context, p peer.ID, space protocol.ID) (stats
 	if err != nil {
 		return stats, fmt.Errorf("sync %s with %s: open stream: %w", space, p, err)
 	}
+	if err := str.Scope().SetService(ServiceName); err != nil {
+		// This node's limit on sessions with p (or in all): later.
+		_ = str.Reset()
+		return stats, fmt.Errorf("sync %s with %s: %w: %w", space, p, errBusy, err)
+	}
 	c := newConn(ctx, str, &stats)
 	defer func() { c.close(err) }()
 
@@ -483,6 +498,11 @@ func (s *Service) Sync(ctx context.Context, p peer.ID, space protocol.ID) (stats
 // handle answers a peer's session.
 func (s *Service) handle(str network.Stream) {
 	p := str.Conn().RemotePeer()
+	if err := str.Scope().SetService(ServiceName); err != nil {
+		s.cfg.log.Debug("sync: stream refused by the resource manager", "peer", p, "err", err)
+		s.refuse(str, statusBusy)
+		return
+	}
 	select {
 	case s.slots <- struct{}{}:
 		defer func() { <-s.slots }()
@@ -670,6 +690,8 @@ func (s *Service) refuse(str network.Stream, status byte) {
 }
 
 // conn frames a session's stream, counts its bytes and bounds each turn.
+// The frame last received is reserved in the stream's resource scope until
+// the next one is read or the stream closes.
 type conn struct {
 	str   network.Stream
 	r     *bufio.Reader
@@ -679,6 +701,7 @@ type conn struct {
 	stats *Stats
 	stop  func() bool
 	start time.Time
+	held  int // bytes reserved for the frame last received
 }
 
 func newConn(ctx context.Context, str network.Stream, stats *Stats) *conn {
@@ -708,15 +731,25 @@ func (c *conn) sendExchange(x *exchange, floor protocol.SyncKey) error {
 	return c.send(x.encode(floor))
 }
 
+// recv reads the next frame; the previous one must be processed.
 func (c *conn) recv() ([]byte, error) {
+	c.release()
 	_ = c.str.SetReadDeadline(time.Now().Add(turnTimeout))
-	return readFrame(c.r, maxFrame)
+	b, err := readFrameIn(c.r, maxFrame, c.str.Scope())
+	c.held = len(b)
+	return b, err
+}
+
+func (c *conn) release() {
+	c.str.Scope().ReleaseMemory(c.held)
+	c.held = 0
 }
 
 // close ends the stream: gracefully after a session that ran to its end
 // (the peer may still be reading our last frame), else with a reset.
 func (c *conn) close(err error) {
 	c.stop()
+	c.release()
 	if err != nil {
 		_ = c.str.Reset()
 		return

@@ -2,12 +2,12 @@ package reconcile
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 
+	"github.com/weftmesh/weft/mesh/internal/frame"
 	"github.com/weftmesh/weft/protocol"
 )
 
@@ -395,22 +395,21 @@ func writeFrame(w *bufio.Writer, b []byte) error {
 // readFrame reads one frame of at most limit bytes. The buffer grows as
 // bytes arrive, so a length alone reserves nothing.
 func readFrame(r *bufio.Reader, limit int) ([]byte, error) {
-	n, err := binary.ReadUvarint(r)
-	if err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, io.ErrUnexpectedEOF
-		}
-		return nil, err
+	return readFrameIn(r, limit, nil)
+}
+
+// readFrameIn is readFrame, with the frame's memory reserved in scope (see
+// frame.ReadIn) unless scope is nil. A stream that ends, even between
+// frames, is an unexpected end: the session says when it is done.
+func readFrameIn(r *bufio.Reader, limit int, scope frame.Scope) ([]byte, error) {
+	b, err := frame.ReadIn(r, limit, scope)
+	switch {
+	case err == nil:
+		return b, nil
+	case errors.Is(err, io.EOF):
+		return nil, io.ErrUnexpectedEOF
+	case errors.Is(err, frame.ErrTooLarge), errors.Is(err, frame.ErrMalformed):
+		return nil, malformed("%v", err)
 	}
-	if n > uint64(limit) {
-		return nil, malformed("frame of %d bytes exceeds %d", n, limit)
-	}
-	var buf bytes.Buffer
-	if _, err := io.CopyN(&buf, r, int64(n)); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, io.ErrUnexpectedEOF
-		}
-		return nil, err
-	}
-	return buf.Bytes(), nil
+	return nil, err
 }

@@ -59,6 +59,9 @@ func IsCode(err error, code string) bool {
 type Client struct {
 	Home   string // data dir; "" = DefaultHome()
 	Socket string // socket path; overrides Home
+	// Dial, when set, opens connections to the daemon instead of its
+	// socket (the daemon's own MCP server reaches its API in memory).
+	Dial func(ctx context.Context) (net.Conn, error)
 
 	once sync.Once
 	hc   *http.Client
@@ -79,11 +82,15 @@ func (c *Client) SocketPath() string {
 func (c *Client) http() *http.Client {
 	c.once.Do(func() {
 		path := c.SocketPath()
-		c.hc = &http.Client{Transport: &http.Transport{
-			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		dial := c.Dial
+		if dial == nil {
+			dial = func(ctx context.Context) (net.Conn, error) {
 				var d net.Dialer
 				return d.DialContext(ctx, "unix", path)
-			},
+			}
+		}
+		c.hc = &http.Client{Transport: &http.Transport{
+			DialContext:         func(ctx context.Context, _, _ string) (net.Conn, error) { return dial(ctx) },
 			MaxIdleConnsPerHost: 16,
 		}}
 	})

@@ -66,6 +66,7 @@ type Daemon struct {
 	node *node.Node
 	api  *http.Server
 	ln   net.Listener
+	mem  *memListener // the API in memory, for the daemon's own MCP server
 
 	mcpSrv *http.Server // MCP on loopback TCP, when configured
 	mcpLn  net.Listener
@@ -82,7 +83,7 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	d := &Daemon{cfg: cfg, log: cfg.Logger}
+	d := &Daemon{cfg: cfg, log: cfg.Logger, mem: newMemListener()}
 	if d.log == nil {
 		d.log = slog.New(slog.DiscardHandler)
 	}
@@ -113,6 +114,7 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 	if err != nil {
 		return nil, err
 	}
+	d.wg.Go(func() { _ = d.api.Serve(d.mem) })
 	d.log.Info("weft daemon ready", "id", d.node.ID(), "socket", cfg.SocketPath(), "addrs", d.node.Addrs())
 	return d, nil
 }

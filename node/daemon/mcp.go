@@ -29,9 +29,10 @@ const MCPTokenFile = "mcp.token"
 const minMCPToken = 16
 
 // mcpHandler is the daemon's MCP server over streamable HTTP. Its tools
-// act through the daemon's own API socket, exactly as `weft mcp` does.
+// act through the daemon's own API, exactly as `weft mcp` does, reached in
+// memory.
 func (d *Daemon) mcpHandler() http.Handler {
-	c := &client.Client{Socket: d.cfg.SocketPath()}
+	c := &client.Client{Dial: d.mem.Dial}
 	log := d.log.With("part", "mcp")
 	return weftmcp.Handler(weftmcp.NewServer(c, node.Version, log), log)
 }

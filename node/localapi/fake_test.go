@@ -164,7 +164,7 @@ func (f *fake) DM(ctx context.Context, dm node.DM) (node.Sent, error) {
 func (f *fake) DMIACP(ctx context.Context, envelope []byte) (node.Sent, error) {
 	return node.Sent{}, &node.Error{Code: api.CodeInvalid, Msg: "not an envelope"}
 }
-func (f *fake) ExportIACP(id protocol.ID) ([]byte, error) { return []byte(`{}`), f.fail() }
+func (f *fake) ExportIACP(id protocol.ID) ([]byte, error)             { return []byte(`{}`), f.fail() }
 func (f *fake) Outbox(to string, limit int) ([]store.Outgoing, error) { return nil, f.fail() }
 func (f *fake) DeadLetters(after store.Cursor, limit int) ([]store.DeadLetter, store.Cursor, error) {
 	return nil, after, f.fail()

@@ -46,6 +46,29 @@ func WriteJSON(w *bufio.Writer, v any) error {
 // inside one. The buffer grows as bytes arrive, so a length alone reserves
 // nothing.
 func Read(r *bufio.Reader, limit int) ([]byte, error) {
+	return ReadIn(r, limit, nil)
+}
+
+// Scope is where ReadIn accounts a frame's memory: a libp2p resource scope
+// (a stream's network.StreamScope), so that the resource manager's limits
+// of the stream's service and peer bound it.
+type Scope interface {
+	ReserveMemory(size int, prio uint8) error
+	ReleaseMemory(size int)
+}
+
+// reservePriority is the priority of a frame's reservation: libp2p's
+// network.ReservationPriorityAlways, as its own protocols use for their
+// bounded reads; the limits still apply.
+const reservePriority = 255
+
+// ReadIn is Read, with the frame's announced length reserved in scope
+// before its body is read: a frame the limits cannot make room for is
+// refused unread, with the scope's error (wrapping libp2p's
+// network.ErrResourceLimitExceeded). On success the caller holds len(b)
+// bytes in scope and releases them once done with b; on error nothing
+// stays reserved. A nil scope reserves nothing.
+func ReadIn(r *bufio.Reader, limit int, scope Scope) ([]byte, error) {
 	n, err := readLen(r)
 	if err != nil {
 		return nil, err
@@ -53,8 +76,16 @@ func Read(r *bufio.Reader, limit int) ([]byte, error) {
 	if n > uint64(limit) {
 		return nil, fmt.Errorf("%w: %d bytes exceeds the limit of %d", ErrTooLarge, n, limit)
 	}
+	if scope != nil && n > 0 {
+		if err := scope.ReserveMemory(int(n), reservePriority); err != nil {
+			return nil, fmt.Errorf("frame of %d bytes: %w", n, err)
+		}
+	}
 	var buf bytes.Buffer
 	if _, err := io.CopyN(&buf, r, int64(n)); err != nil {
+		if scope != nil && n > 0 {
+			scope.ReleaseMemory(int(n))
+		}
 		if errors.Is(err, io.EOF) {
 			return nil, io.ErrUnexpectedEOF
 		}

@@ -146,6 +146,49 @@ func TestReadLengthReservesNothing(t *testing.T) {
 	}
 }
 
+// budget is a Scope holding at most max bytes.
+type budget struct{ used, max int }
+
+var errNoRoom = errors.New("no room")
+
+func (b *budget) ReserveMemory(n int, _ uint8) error {
+	if b.used+n > b.max {
+		return errNoRoom
+	}
+	b.used += n
+	return nil
+}
+
+func (b *budget) ReleaseMemory(n int) { b.used -= n }
+
+// ReadIn holds a frame's length in the scope once read, refuses a frame
+// the scope has no room for without reading its body, and holds nothing
+// after a failed read.
+func TestReadIn(t *testing.T) {
+	t.Parallel()
+	scope := &budget{max: 100}
+	r := reader(encode(t, bytes.Repeat([]byte("a"), 60), bytes.Repeat([]byte("b"), 50), []byte("c")))
+	b, err := ReadIn(r, 1<<10, scope)
+	if err != nil || len(b) != 60 || scope.used != 60 {
+		t.Fatalf("first frame: %d bytes, %v; %d reserved, want 60", len(b), err, scope.used)
+	}
+	if _, err := ReadIn(r, 1<<10, scope); !errors.Is(err, errNoRoom) || scope.used != 60 {
+		t.Fatalf("second frame: %v with %d reserved, want errNoRoom with 60", err, scope.used)
+	}
+	if next, _ := r.Peek(1); len(next) != 1 || next[0] != 'b' {
+		t.Fatalf("the refused frame's body was read (next byte %q)", next)
+	}
+	scope.ReleaseMemory(60)
+
+	cut := append(binary.AppendUvarint(nil, 40), "only ten b"...)
+	if _, err := ReadIn(reader(cut), 1<<10, scope); !errors.Is(err, io.ErrUnexpectedEOF) || scope.used != 0 {
+		t.Fatalf("cut frame: %v with %d reserved, want io.ErrUnexpectedEOF with 0", err, scope.used)
+	}
+	if _, err := ReadIn(reader(encode(t, make([]byte, 200))), 100, scope); !errors.Is(err, ErrTooLarge) || scope.used != 0 {
+		t.Fatalf("frame over the limit: %v with %d reserved, want ErrTooLarge with 0", err, scope.used)
+	}
+}
+
 func TestReadJSONBadFrame(t *testing.T) {
 	t.Parallel()
 	var v map[string]any
