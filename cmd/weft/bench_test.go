@@ -3,48 +3,48 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/weftmesh/weft/internal/testbed"
 )
 
 // TestBenchQuick runs `weft bench --quick --json` from the built binary and
 // checks that every scenario reports sane figures (non-zero, no
 // thresholds: the machine is shared) and that no daemon or home is left.
 func TestBenchQuick(t *testing.T) {
-	bin := weftBinary(t)
+	bin := testbed.Weft(t)
 	tmp := benchTmp(t)
-	cmd := exec.Command(bin, "bench", "--quick", "--json")
-	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
-	if err := runWithin(cmd, 5*time.Minute); err != nil {
-		t.Fatalf("weft bench --quick --json: %v\nstderr:\n%s", err, stderr.String())
+	p := testbed.Run(t, nil, []string{"TMPDIR=" + tmp}, bin, "bench", "--quick", "--json")
+	if err := p.Wait(5 * time.Minute); err != nil {
+		t.Fatalf("weft bench --quick --json: %v\nstderr:\n%s", err, p.Stderr)
 	}
 	t.Logf("weft bench --quick took %v", time.Since(start).Round(time.Second))
+	stdout := []byte(p.Stdout.String())
 	checkNoBenchLeft(t, tmp)
 
-	if n := strings.Count(strings.TrimSpace(stdout.String()), "\n"); n != 0 {
+	if n := strings.Count(strings.TrimSpace(string(stdout)), "\n"); n != 0 {
 		t.Errorf("want one line of JSON, got %d lines", n+1)
 	}
 	var keys struct {
 		Scenarios map[string]json.RawMessage `json:"scenarios"`
 	}
-	if err := json.Unmarshal(stdout.Bytes(), &keys); err != nil {
-		t.Fatalf("decode %s: %v", stdout.String(), err)
+	if err := json.Unmarshal(stdout, &keys); err != nil {
+		t.Fatalf("decode %s: %v", stdout, err)
 	}
 	for _, s := range benchScenarios() {
 		if _, ok := keys.Scenarios[s.name]; !ok {
-			t.Errorf("scenario %q missing from %s", s.name, stdout.String())
+			t.Errorf("scenario %q missing from %s", s.name, stdout)
 		}
 	}
 	var r benchReport
-	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
+	if err := json.Unmarshal(stdout, &r); err != nil {
 		t.Fatal(err)
 	}
 	if r.CPUs < 1 || r.Seconds <= 0 || r.PeakRSSAnonMB <= 0 || r.Version == "" || !r.Quick {
@@ -113,30 +113,19 @@ func TestBenchQuick(t *testing.T) {
 // TestBenchInterrupted: Ctrl-C while the daemons run stops them all and
 // removes their homes.
 func TestBenchInterrupted(t *testing.T) {
-	bin := weftBinary(t)
+	bin := testbed.Weft(t)
 	tmp := benchTmp(t)
-	cmd := exec.Command(bin, "bench", "--quick", "--scenarios", "many")
-	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	poll(t, 60*time.Second, "a daemon's socket", func() (bool, string) {
+	p := testbed.Run(t, nil, []string{"TMPDIR=" + tmp}, bin, "bench", "--quick", "--scenarios", "many")
+	testbed.Poll(t, 60*time.Second, "daemons' sockets", func() (bool, string) {
 		socks, _ := filepath.Glob(filepath.Join(tmp, "wb-*", "d*", "weft.sock"))
 		return len(socks) >= 2, strings.Join(socks, " ")
 	})
-	_ = cmd.Process.Signal(syscall.SIGINT) // only weft bench: the daemons must be stopped by it
-	select {
-	case err := <-done:
-		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 130 {
-			t.Errorf("interrupted weft bench: %v, want exit status 130\nstderr:\n%s", err, stderr.String())
-		}
-	case <-time.After(60 * time.Second):
-		_ = cmd.Process.Kill()
-		t.Fatalf("weft bench did not end within 60 s of SIGINT\nstderr:\n%s", stderr.String())
+	// To weft bench alone (it leads its own process group): it must stop
+	// the daemons itself.
+	_ = p.Signal(os.Interrupt)
+	err := p.Wait(60 * time.Second)
+	if ee, ok := errors.AsType[*exec.ExitError](err); !ok || ee.ExitCode() != 130 {
+		t.Errorf("interrupted weft bench: %v, want exit status 130\nstderr:\n%s", err, p.Stderr)
 	}
 	checkNoBenchLeft(t, tmp)
 }
@@ -171,14 +160,4 @@ func checkNoBenchLeft(t *testing.T, tmp string) {
 			t.Errorf("left running: %s", bytes.ReplaceAll(b, []byte{0}, []byte{' '}))
 		}
 	}
-}
-
-// runWithin runs cmd and kills it if it takes longer than d.
-func runWithin(cmd *exec.Cmd, d time.Duration) error {
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	timer := time.AfterFunc(d, func() { _ = cmd.Process.Kill() })
-	defer timer.Stop()
-	return cmd.Wait()
 }
