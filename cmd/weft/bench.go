@@ -97,35 +97,34 @@ func (c *benchCommon) common() *benchCommon { return c }
 
 func benchScenarios() []benchScenario {
 	return []benchScenario{
-		{"sends", "durable sends/s, 1 and 8 clients", func(ctx context.Context, b *bench, r *benchReport) (benchResult, error) {
-			r.Scenarios.Sends = &sendsResult{}
-			return r.Scenarios.Sends, benchSends(ctx, b, r.Scenarios.Sends)
-		}},
-		{"broadcast", "publish→arrival in a space of daemons at fixed rates", func(ctx context.Context, b *bench, r *benchReport) (benchResult, error) {
-			r.Scenarios.Broadcast = &broadcastResult{}
-			return r.Scenarios.Broadcast, benchBroadcast(ctx, b, r.Scenarios.Broadcast)
-		}},
-		{"page", "a 10-message page in a large space", func(ctx context.Context, b *bench, r *benchReport) (benchResult, error) {
-			r.Scenarios.Page = &pageResult{}
-			return r.Scenarios.Page, benchPage(ctx, b, r.Scenarios.Page)
-		}},
-		{"invoke", "invoke and stream invoke through two daemons", func(ctx context.Context, b *bench, r *benchReport) (benchResult, error) {
-			r.Scenarios.Invoke = &invokeResult{}
-			return r.Scenarios.Invoke, benchInvoke(ctx, b, r.Scenarios.Invoke)
-		}},
-		{"catchup", "a late joiner fetching a space's history", func(ctx context.Context, b *bench, r *benchReport) (benchResult, error) {
-			r.Scenarios.Catchup = &catchupResult{}
-			return r.Scenarios.Catchup, benchCatchup(ctx, b, r.Scenarios.Catchup)
-		}},
-		{"memory", "idle RSS and CPU", func(ctx context.Context, b *bench, r *benchReport) (benchResult, error) {
-			r.Scenarios.Memory = &memoryResult{}
-			return r.Scenarios.Memory, benchMemory(ctx, b, r.Scenarios.Memory)
-		}},
-		{"many", "many daemons in one space", func(ctx context.Context, b *bench, r *benchReport) (benchResult, error) {
-			r.Scenarios.Many = &manyResult{}
-			return r.Scenarios.Many, benchMany(ctx, b, r.Scenarios.Many)
-		}},
+		scenario("sends", "durable sends/s, 1 and 8 clients",
+			func(r *benchReport) **sendsResult { return &r.Scenarios.Sends }, benchSends),
+		scenario("broadcast", "publish→arrival in a space of daemons at fixed rates",
+			func(r *benchReport) **broadcastResult { return &r.Scenarios.Broadcast }, benchBroadcast),
+		scenario("page", "a 10-message page in a large space",
+			func(r *benchReport) **pageResult { return &r.Scenarios.Page }, benchPage),
+		scenario("invoke", "invoke and stream invoke through two daemons",
+			func(r *benchReport) **invokeResult { return &r.Scenarios.Invoke }, benchInvoke),
+		scenario("catchup", "a late joiner fetching a space's history",
+			func(r *benchReport) **catchupResult { return &r.Scenarios.Catchup }, benchCatchup),
+		scenario("memory", "idle RSS and CPU",
+			func(r *benchReport) **memoryResult { return &r.Scenarios.Memory }, benchMemory),
+		scenario("many", "many daemons in one space",
+			func(r *benchReport) **manyResult { return &r.Scenarios.Many }, benchMany),
 	}
+}
+
+// scenario makes a benchScenario of a function that fills in a result of
+// type R, which goes into the report's field.
+func scenario[R any, P interface {
+	*R
+	benchResult
+}](name, short string, field func(*benchReport) *P, run func(context.Context, *bench, P) error) benchScenario {
+	return benchScenario{name, short, func(ctx context.Context, b *bench, r *benchReport) (benchResult, error) {
+		res := P(new(R))
+		*field(r) = res
+		return res, run(ctx, b, res)
+	}}
 }
 
 // benchReport is the output of --json: one object whose fields are only
@@ -184,7 +183,10 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer b.close()
-	var failed []string
+	var (
+		failed []string
+		ran    []ranScenario
+	)
 	for _, s := range scenarios {
 		b.logf("%s: %s", s.name, s.short)
 		b.resetPeak()
@@ -193,6 +195,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		ran = append(ran, ranScenario{s.name, res})
 		c := res.common()
 		c.Seconds = round(time.Since(start).Seconds(), 1)
 		c.PeakRSSAnonMB = mb(b.peakAnon())
@@ -211,7 +214,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	if *asJSON {
 		err = printJSON(e.stdout, r)
 	} else {
-		err = printBench(e.stdout, r, scenarios)
+		err = printBench(e.stdout, r, ran)
 	}
 	if err != nil {
 		return err
@@ -242,8 +245,14 @@ func pickScenarios(list string) ([]benchScenario, error) {
 	return slices.DeleteFunc(all, func(s benchScenario) bool { return !want[s.name] }), nil
 }
 
+// ranScenario is a scenario that ran, and its result.
+type ranScenario struct {
+	name string
+	res  benchResult
+}
+
 // printBench prints the report as a table.
-func printBench(w io.Writer, r *benchReport, scenarios []benchScenario) error {
+func printBench(w io.Writer, r *benchReport, ran []ranScenario) error {
 	kind := "full run"
 	if r.Quick {
 		kind = "--quick"
@@ -252,13 +261,9 @@ func printBench(w io.Writer, r *benchReport, scenarios []benchScenario) error {
 		kind, r.Version, r.CPUs, fmtLoad(r.LoadBefore), fmtLoad(r.LoadAfter), r.Seconds)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SCENARIO\tWHAT\tFIGURE")
-	for _, s := range scenarios {
-		res := r.result(s.name)
-		if res == nil {
-			continue
-		}
-		c := res.common()
-		rows := res.rows()
+	for _, s := range ran {
+		c := s.res.common()
+		rows := s.res.rows()
 		rows = append(rows, [2]string{"peak RssAnon of one daemon", fmt.Sprintf("%.1f MB (scenario took %.0f s)", c.PeakRSSAnonMB, c.Seconds)})
 		if c.Error != "" {
 			rows = append(rows, [2]string{"FAILED", c.Error})
@@ -275,32 +280,6 @@ func printBench(w io.Writer, r *benchReport, scenarios []benchScenario) error {
 		fmt.Fprintf(tw, "run\tpeak RssAnon of one daemon\t%.1f MB (in %s)\n", r.PeakRSSAnonMB, r.PeakScenario)
 	}
 	return tw.Flush()
-}
-
-// result returns the result of the scenario called name, nil if it did not run.
-func (r *benchReport) result(name string) benchResult {
-	var res benchResult
-	switch s := &r.Scenarios; name {
-	case "sends":
-		res = s.Sends
-	case "broadcast":
-		res = s.Broadcast
-	case "page":
-		res = s.Page
-	case "invoke":
-		res = s.Invoke
-	case "catchup":
-		res = s.Catchup
-	case "memory":
-		res = s.Memory
-	case "many":
-		res = s.Many
-	}
-	// A nil pointer in an interface is not a nil interface.
-	if res == nil || res.common() == nil {
-		return nil
-	}
-	return res
 }
 
 func fmtLoad(l [3]float64) string { return fmt.Sprintf("%.2f %.2f %.2f", l[0], l[1], l[2]) }

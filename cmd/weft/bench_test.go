@@ -40,7 +40,7 @@ func TestBenchQuick(t *testing.T) {
 	}
 	for _, s := range benchScenarios() {
 		if _, ok := keys.Scenarios[s.name]; !ok {
-			t.Errorf("scenario %q missing from %s", s.name, stdout)
+			t.Fatalf("scenario %q missing from %s", s.name, stdout)
 		}
 	}
 	var r benchReport
@@ -51,13 +51,11 @@ func TestBenchQuick(t *testing.T) {
 		t.Errorf("run: %+v", r)
 	}
 	s := r.Scenarios
-	for _, name := range []string{"sends", "broadcast", "page", "invoke", "catchup", "memory", "many"} {
-		res := r.result(name)
-		if res == nil {
-			t.Fatalf("no %s result", name)
-		}
-		if c := res.common(); c.Error != "" || c.Seconds <= 0 || c.PeakRSSAnonMB <= 0 {
-			t.Errorf("%s: %+v", name, *c)
+	results := []benchResult{s.Sends, s.Broadcast, s.Page, s.Invoke, s.Catchup, s.Memory, s.Many}
+	for i, res := range results {
+		c := res.common()
+		if c.Error != "" || c.Seconds <= 0 || c.PeakRSSAnonMB <= 0 {
+			t.Errorf("%s: %+v", benchScenarios()[i].name, *c)
 		}
 	}
 	lat := func(what string, l benchLatency) {
