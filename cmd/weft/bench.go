@@ -137,6 +137,10 @@ type benchReport struct {
 	CPUs       int        `json:"cpus"`
 	LoadBefore [3]float64 `json:"loadavg_before"` // /proc/loadavg: 1, 5, 15 minutes
 	LoadAfter  [3]float64 `json:"loadavg_after"`
+	// Fsync is the latency of writing 4 KiB to a file in the temporary
+	// dir and fsyncing it (200 times, before the scenarios): the disk's
+	// floor under every durable write.
+	Fsync benchLatency `json:"fsync"`
 	// PeakRSSAnonMB is the largest RssAnon any daemon reached in the run,
 	// in PeakScenario.
 	PeakRSSAnonMB float64 `json:"peak_rss_anon_mb"`
@@ -183,6 +187,9 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer b.close()
+	if r.Fsync, err = fsyncLatency(b.root, 200); err != nil {
+		return err
+	}
 	var (
 		failed []string
 		ran    []ranScenario
@@ -257,8 +264,8 @@ func printBench(w io.Writer, r *benchReport, ran []ranScenario) error {
 	if r.Quick {
 		kind = "--quick"
 	}
-	fmt.Fprintf(w, "weft bench (%s): weft %s, %d CPUs, load %s before, %s after; %.0f s\n\n",
-		kind, r.Version, r.CPUs, fmtLoad(r.LoadBefore), fmtLoad(r.LoadAfter), r.Seconds)
+	fmt.Fprintf(w, "weft bench (%s): weft %s, %d CPUs, load %s before, %s after, fsync of 4 KiB %s; %.0f s\n\n",
+		kind, r.Version, r.CPUs, fmtLoad(r.LoadBefore), fmtLoad(r.LoadAfter), r.Fsync, r.Seconds)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SCENARIO\tWHAT\tFIGURE")
 	for _, s := range ran {
@@ -346,4 +353,27 @@ func perSecond(n int, d time.Duration) float64 {
 		return 0
 	}
 	return round(float64(n)/d.Seconds(), 1)
+}
+
+// fsyncLatency writes 4 KiB to a file in dir and fsyncs it n times.
+func fsyncLatency(dir string, n int) (benchLatency, error) {
+	f, err := os.CreateTemp(dir, "fsync-")
+	if err != nil {
+		return benchLatency{}, err
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	buf := make([]byte, 4096)
+	lats := make([]time.Duration, 0, n)
+	for range n {
+		t := time.Now()
+		if _, err := f.Write(buf); err != nil {
+			return benchLatency{}, err
+		}
+		if err := f.Sync(); err != nil {
+			return benchLatency{}, err
+		}
+		lats = append(lats, time.Since(t))
+	}
+	return latencies(lats), nil
 }

@@ -87,6 +87,7 @@ type benchDaemon struct {
 	info    api.Node
 	started time.Time // just before the process was started
 	done    chan struct{}
+	peak    int64 // largest RssAnon sampled; guarded by bench.mu
 }
 
 func (d *benchDaemon) pid() int { return d.cmd.Process.Pid }
@@ -266,8 +267,9 @@ func (b *bench) sample(ctx context.Context) {
 		}
 		b.mu.Lock()
 		for d := range b.live {
-			if m, err := procMem(d.pid()); err == nil && m.anon > b.peak {
-				b.peak = m.anon
+			if m, err := procMem(d.pid()); err == nil {
+				b.peak = max(b.peak, m.anon)
+				d.peak = max(d.peak, m.anon)
 			}
 		}
 		b.mu.Unlock()
@@ -284,6 +286,16 @@ func (b *bench) peakAnon() int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.peak
+}
+
+// takePeak returns the largest RssAnon sampled of d since it started or
+// since the last takePeak.
+func (b *bench) takePeak(d *benchDaemon) int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	p := d.peak
+	d.peak = 0
+	return p
 }
 
 // Readings of /proc (Linux). Elsewhere they fail and the figures stay 0.

@@ -674,6 +674,12 @@ type catchupResult struct {
 	UpS       float64 `json:"joiner_up_s"`
 	CaughtUpS float64 `json:"caught_up_s"`
 	PerS      float64 `json:"per_s"` // messages / CaughtUpS
+	// The largest RssAnon sampled (every 250 ms) of the member while it
+	// was filled, of the member while the joiner caught up, and of the
+	// joiner.
+	FillPeakRSSAnonMB   float64 `json:"fill_peak_rss_anon_mb"`
+	MemberPeakRSSAnonMB float64 `json:"member_peak_rss_anon_mb"`
+	JoinerPeakRSSAnonMB float64 `json:"joiner_peak_rss_anon_mb"`
 }
 
 func (r *catchupResult) rows() [][2]string {
@@ -681,6 +687,7 @@ func (r *catchupResult) rows() [][2]string {
 		{fmt.Sprintf("a late joiner fetches %s messages (from its start)", fmtCount(float64(r.Messages))),
 			fmt.Sprintf("%.1f s (%s msgs/s); its API up after %.2f s", r.CaughtUpS, fmtCount(r.PerS), r.UpS)},
 		{"  the member filled through its API first", fmt.Sprintf("%.1f s", r.FillS)},
+		{"  peak RssAnon: member while filled, member while serving, joiner", fmt.Sprintf("%.1f MB, %.1f MB, %.1f MB", r.FillPeakRSSAnonMB, r.MemberPeakRSSAnonMB, r.JoinerPeakRSSAnonMB)},
 	}
 }
 
@@ -701,6 +708,7 @@ func benchCatchup(ctx context.Context, b *bench, r *catchupResult) error {
 	if err != nil {
 		return err
 	}
+	r.FillPeakRSSAnonMB = mb(b.takePeak(member))
 	b.logf("catchup: a joiner fetches %s messages", fmtCount(float64(n)))
 	j, err := b.start(ctx, member.addr())
 	if err != nil {
@@ -724,6 +732,8 @@ func benchCatchup(ctx context.Context, b *bench, r *catchupResult) error {
 		return fmt.Errorf("the joiner holds %d of %d messages: %w", got, n, err)
 	}
 	r.CaughtUpS, r.PerS = round(caught.Seconds(), 2), perSecond(n, caught)
+	time.Sleep(300 * time.Millisecond) // a last sample
+	r.MemberPeakRSSAnonMB, r.JoinerPeakRSSAnonMB = mb(b.takePeak(member)), mb(b.takePeak(j))
 	return nil
 }
 

@@ -50,18 +50,19 @@ func TestBenchQuick(t *testing.T) {
 	if r.CPUs < 1 || r.Seconds <= 0 || r.PeakRSSAnonMB <= 0 || r.Version == "" || !r.Quick {
 		t.Errorf("run: %+v", r)
 	}
+	lat := func(what string, l benchLatency) {
+		t.Helper()
+		if l.N == 0 || l.P50Ms <= 0 || l.P99Ms < l.P50Ms || l.MaxMs < l.P99Ms {
+			t.Errorf("%s latency: %+v", what, l)
+		}
+	}
+	lat("fsync", r.Fsync)
 	s := r.Scenarios
 	results := []benchResult{s.Sends, s.Broadcast, s.Page, s.Invoke, s.Catchup, s.Memory, s.Many}
 	for i, res := range results {
 		c := res.common()
 		if c.Error != "" || c.Seconds <= 0 || c.PeakRSSAnonMB <= 0 {
 			t.Errorf("%s: %+v", benchScenarios()[i].name, *c)
-		}
-	}
-	lat := func(what string, l benchLatency) {
-		t.Helper()
-		if l.N == 0 || l.P50Ms <= 0 || l.P99Ms < l.P50Ms || l.MaxMs < l.P99Ms {
-			t.Errorf("%s latency: %+v", what, l)
 		}
 	}
 	for _, run := range []sendRun{s.Sends.One, s.Sends.Eight} {
