@@ -180,7 +180,8 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	if *quick {
 		sizes = quickSizes()
 	}
-	r := &benchReport{Version: version.String(), Quick: *quick, Started: time.Now().UTC().Truncate(time.Second), CPUs: runtime.NumCPU()}
+	t0 := time.Now()
+	r := &benchReport{Version: version.String(), Quick: *quick, Started: t0.UTC().Truncate(time.Second), CPUs: runtime.NumCPU()}
 	r.LoadBefore, _ = loadavg()
 	b, err := newBench(self, sizes, e.stderr)
 	if err != nil {
@@ -217,7 +218,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	}
 	b.close()
 	r.LoadAfter, _ = loadavg()
-	r.Seconds = round(time.Since(r.Started).Seconds(), 1)
+	r.Seconds = round(time.Since(t0).Seconds(), 1)
 	if *asJSON {
 		err = printJSON(e.stdout, r)
 	} else {
