@@ -58,12 +58,12 @@ func fullSizes() benchSizes {
 
 func quickSizes() benchSizes {
 	return benchSizes{
-		sendFor:      2 * time.Second,
+		sendFor:      1500 * time.Millisecond,
 		bcastDaemons: 3, bcastRates: []int{100}, bcastFor: 3 * time.Second, bcastGrace: 3 * time.Second,
 		pageMessages: 10_000, pageReads: 100,
 		invokeCalls: 500, streamFrames: 10_000, healthPings: 100,
 		catchup:    2000,
-		idleSettle: 2 * time.Second, idleFor: 3 * time.Second,
+		idleSettle: time.Second, idleFor: 2 * time.Second,
 		manyDaemons: 5, manyMessages: 3,
 		fillClients:   16,
 		deliverWithin: 30 * time.Second,

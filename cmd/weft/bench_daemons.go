@@ -302,7 +302,7 @@ func (b *bench) takePeak(d *benchDaemon) int64 {
 
 // memInfo is a process's memory, in bytes.
 type memInfo struct {
-	anon, file, rss, pss int64
+	anon, file, rss int64
 }
 
 // procMem reads RssAnon, RssFile and VmRSS from /proc/PID/status.
