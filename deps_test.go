@@ -59,6 +59,8 @@ var depRules = []depRule{
 	// The local API turns requests into backend calls: it touches neither
 	// libp2p's host nor Badger, nor the daemon that serves it.
 	{pkgs: mod + "/node/localapi", forbid: []string{p2p, pubsub, kaddht, badger, mod + "/node/daemon", mod + "/node/mcp"}, direct: true},
+	// Who may reach a node: decisions only, with no network, store or HTTP.
+	{pkgs: mod + "/node/policy", forbid: []string{mod, p2p, pubsub, kaddht, badger, "net/http"}, allow: []string{mod + "/node/policy", mod + "/internal/atomicfile"}},
 	// The outbox sees the store and the network only through its own
 	// interfaces.
 	{pkgs: mod + "/node/outbox", forbid: []string{mod + "/mesh", mod + "/node", "net/http", p2p, badger}, allow: []string{mod + "/node/outbox"}, direct: true},

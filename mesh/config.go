@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"time"
 
 	dht "github.com/libp2p/go-libp2p-kad-dht"
 	"github.com/libp2p/go-libp2p/core/connmgr"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/pnet"
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/weftmesh/weft/mesh/reconcile"
@@ -30,9 +32,23 @@ const (
 	ReachabilityPrivate = "private"
 )
 
+// Relay service modes accepted in Config.Relay.
+const (
+	// RelayMembers relays only for the peers this node keeps (see
+	// Config.Relay); the default.
+	RelayMembers = "members"
+	// RelayOpen relays for any peer that can connect.
+	RelayOpen = "open"
+	// RelayOff runs no relay service.
+	RelayOff = "off"
+)
+
 // Defaults used for zero fields of a Config.
 var (
 	DefaultListenAddrs = []string{"/ip4/0.0.0.0/tcp/0", "/ip4/0.0.0.0/udp/0/quic-v1"}
+	// DefaultPrivateListenAddrs are the default with a NetworkKey: libp2p's
+	// private networks run over TCP only.
+	DefaultPrivateListenAddrs = []string{"/ip4/0.0.0.0/tcp/0"}
 )
 
 const (
@@ -87,7 +103,79 @@ type Config struct {
 	// v2); a private one reserves a slot on relays among its peers and
 	// upgrades relayed connections by hole punching (DCUtR).
 	Reachability string
+
+	// NetworkKey, when set, makes this node a member of a private network
+	// (libp2p pnet): every connection is encrypted with this 32-byte
+	// pre-shared key below the libp2p handshake, so a peer without the
+	// same key cannot complete one. Private networks run over TCP only (the
+	// key does not cover QUIC): a listen address on another transport is
+	// an error, and the default is DefaultPrivateListenAddrs.
+	NetworkKey pnet.PSK
+	// Allow, when set, closes the mesh to every peer it refuses (and that
+	// is not a bootstrap peer, which is always allowed): the connection
+	// gater refuses to dial them and drops their connections as soon as
+	// the handshake names them, either way. It is called on every
+	// connection and relay request, concurrently: it must be fast and safe
+	// for concurrent use.
+	Allow func(peer.ID) bool
+	// Keep, when set, names further peers this node keeps (trusted peers,
+	// say), with the bootstrap peers, the peers connected with Connect and
+	// the members of joined spaces: see ConnLimits and Relay. The same
+	// rules as Allow's apply.
+	Keep func(peer.ID) bool
+	// Relay is who the circuit relay v2 service (run while this node is
+	// publicly reachable) relays for: RelayMembers (the default) only
+	// between peers this node keeps or, in a closed mesh (Allow or
+	// NetworkKey set), between the peers allowed in; RelayOpen for anyone
+	// who can connect; RelayOff not at all.
+	Relay string
+	// Conns limits inbound connections; zero fields take their defaults.
+	Conns ConnLimits
 }
+
+// ConnLimits limit the connections peers open to this node. Peer IDs cost
+// nothing, so the limits that matter count addresses and connections, and
+// part of the inbound connections is kept for the peers this node keeps:
+// its bootstrap peers, peers connected with Connect, members of its joined
+// spaces (peers seen on their topics), peers Config.Keep names, and in a
+// closed mesh the peers Config.Allow lets in. The connection manager never
+// trims these.
+type ConnLimits struct {
+	// Inbound is how many inbound connections other peers may hold at
+	// once; beyond it, only kept peers get in. Zero means libp2p's
+	// auto-scaled inbound limit (64, and 64 more for every GiB of the
+	// memory libp2p may use, an eighth of the machine's).
+	Inbound int
+	// Reserve is how many inbound connections beyond Inbound the kept
+	// peers have to themselves; zero means DefaultConnReserve.
+	Reserve int
+	// PerIP is how many connections, inbound and outbound, one IPv4
+	// address or IPv6 /56 may have at once (an IPv6 /48 eight times as
+	// many); zero means DefaultConnsPerIP. It is checked when a connection
+	// opens, before the peer is known, so it binds kept peers too.
+	PerIP int
+	// PerPeer is how many inbound connections one peer may hold at once;
+	// zero means DefaultConnsPerPeer.
+	PerPeer int
+	// Exempt are networks without a per-IP limit; nil means loopback
+	// (127.0.0.0/8 and ::1), as in libp2p. A non-nil empty list exempts
+	// none (tests on 127.0.0.1 use it).
+	Exempt []netip.Prefix
+}
+
+// Connection limit defaults (see ConnLimits).
+const (
+	// DefaultConnReserve: room for a small team's worth of kept peers
+	// while strangers fill their share.
+	DefaultConnReserve = 64
+	// DefaultConnsPerIP is twice libp2p's 8: the agents of one team often
+	// share a NAT, and one address still gets a small share of the
+	// inbound limit.
+	DefaultConnsPerIP = 16
+	// DefaultConnsPerPeer is libp2p's: a peer rarely needs more than one
+	// connection per transport, and 8 match the dials it may race.
+	DefaultConnsPerPeer = 8
+)
 
 // DefaultSyncInterval is the background sync period used when
 // Config.SyncInterval is zero.
@@ -96,9 +184,24 @@ const DefaultSyncInterval = 30 * time.Second
 // Validate reports the first problem with c, naming the offending input.
 func (c Config) Validate() error {
 	for _, s := range c.ListenAddrs {
-		if _, err := ma.NewMultiaddr(s); err != nil {
+		a, err := ma.NewMultiaddr(s)
+		if err != nil {
 			return fmt.Errorf("bad multiaddr %q: %w", s, err)
 		}
+		if c.NetworkKey != nil && !isTCP(a) {
+			return fmt.Errorf("listen address %q: a private network (network key) runs over TCP only; libp2p's pre-shared key does not cover QUIC, WebTransport or WebRTC", s)
+		}
+	}
+	if c.NetworkKey != nil && len(c.NetworkKey) != NetworkKeySize {
+		return fmt.Errorf("%w, not %d", errNetworkKeySize, len(c.NetworkKey))
+	}
+	switch c.Relay {
+	case "", RelayMembers, RelayOpen, RelayOff:
+	default:
+		return fmt.Errorf("bad relay mode %q: want %q, %q or %q", c.Relay, RelayMembers, RelayOpen, RelayOff)
+	}
+	if l := c.Conns; l.Inbound < 0 || l.Reserve < 0 || l.PerIP < 0 || l.PerPeer < 0 {
+		return fmt.Errorf("connection limits must not be negative (%+v)", l)
 	}
 	if _, err := parseBootstrap(c.Bootstrap); err != nil {
 		return err
@@ -132,6 +235,21 @@ func (c Config) Validate() error {
 func (c Config) withDefaults() Config {
 	if len(c.ListenAddrs) == 0 {
 		c.ListenAddrs = DefaultListenAddrs
+		if c.NetworkKey != nil {
+			c.ListenAddrs = DefaultPrivateListenAddrs
+		}
+	}
+	if c.Relay == "" {
+		c.Relay = RelayMembers
+	}
+	if c.Conns.Reserve == 0 {
+		c.Conns.Reserve = DefaultConnReserve
+	}
+	if c.Conns.PerIP == 0 {
+		c.Conns.PerIP = DefaultConnsPerIP
+	}
+	if c.Conns.PerPeer == 0 {
+		c.Conns.PerPeer = DefaultConnsPerPeer
 	}
 	if c.DHTMode == "" {
 		c.DHTMode = DHTServer
@@ -183,6 +301,13 @@ func parseBootstrap(addrs []string) ([]peer.AddrInfo, error) {
 		out = append(out, *ai)
 	}
 	return out, nil
+}
+
+// isTCP reports whether a is a plain TCP address (no QUIC, WebSocket or
+// other transport on top).
+func isTCP(a ma.Multiaddr) bool {
+	ps := a.Protocols()
+	return len(ps) == 2 && ps[1].Code == ma.P_TCP
 }
 
 func parseListen(addrs []string) ([]ma.Multiaddr, error) {

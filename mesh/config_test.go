@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -30,6 +31,12 @@ func TestConfigValidate(t *testing.T) {
 		{"negative watermark", Config{ConnLow: -1}, "negative"},
 		{"low above high", Config{ConnLow: 30, ConnHigh: 20}, "low watermark 30 above high watermark 20"},
 		{"limits", Config{Limits: tooBig}, "limits"},
+		{"closed", Config{NetworkKey: make([]byte, 32), ListenAddrs: []string{"/ip4/0.0.0.0/tcp/0", "/ip6/::/tcp/0"}, Relay: RelayOff, Conns: ConnLimits{Inbound: 10, PerIP: 2}}, ""},
+		{"quic with a network key", Config{NetworkKey: make([]byte, 32), ListenAddrs: []string{"/ip4/0.0.0.0/tcp/0", "/ip4/0.0.0.0/udp/0/quic-v1"}}, `"/ip4/0.0.0.0/udp/0/quic-v1": a private network (network key) runs over TCP only`},
+		{"websocket with a network key", Config{NetworkKey: make([]byte, 32), ListenAddrs: []string{"/ip4/0.0.0.0/tcp/0/ws"}}, "TCP only"},
+		{"short network key", Config{NetworkKey: make([]byte, 16)}, "network key must be 32 bytes, not 16"},
+		{"relay", Config{Relay: "friends"}, `bad relay mode "friends"`},
+		{"negative conns", Config{Conns: ConnLimits{PerIP: -1}}, "must not be negative"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.cfg.Validate()
@@ -55,5 +62,11 @@ func TestConfigDefaults(t *testing.T) {
 	c := Config{}.withDefaults()
 	if c.Limits != protocol.DefaultLimits() || c.Logger == nil || c.Now == nil || c.DHTMode != DHTServer || c.Reachability != ReachabilityAuto || len(c.ListenAddrs) == 0 {
 		t.Errorf("defaults not applied: %+v", c)
+	}
+	if c.Relay != RelayMembers || c.Conns.PerIP != DefaultConnsPerIP || c.Conns.PerPeer != DefaultConnsPerPeer || c.Conns.Reserve != DefaultConnReserve {
+		t.Errorf("access defaults not applied: relay %q, conns %+v", c.Relay, c.Conns)
+	}
+	if c := (Config{NetworkKey: make([]byte, 32)}).withDefaults(); !slices.Equal(c.ListenAddrs, DefaultPrivateListenAddrs) {
+		t.Errorf("default listen addresses with a network key: %v", c.ListenAddrs)
 	}
 }

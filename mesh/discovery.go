@@ -35,10 +35,11 @@ type peerFoundFunc func(peer.AddrInfo)
 
 func (f peerFoundFunc) HandlePeerFound(ai peer.AddrInfo) { f(ai) }
 
-// connectFound dials a peer found by discovery unless it is this node or
-// already connected.
+// connectFound dials a peer found by discovery unless it is this node,
+// already connected, or not allowed in (the gate would refuse the dial;
+// this spares the DHT lookup).
 func (m *Mesh) connectFound(ctx context.Context, ai peer.AddrInfo, via string) {
-	if ai.ID == m.h.ID() || m.h.Network().Connectedness(ai.ID) == network.Connected {
+	if ai.ID == m.h.ID() || m.h.Network().Connectedness(ai.ID) == network.Connected || !m.access.allowed(ai.ID) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, dialTimeout)

@@ -5,6 +5,14 @@
 // the LAN, weft's own Kademlia DHT under protocol.DHTPrefix, and a DHT
 // rendezvous per space), and carries spaces over gossipsub.
 //
+// Who may reach a node (gate.go): a network key makes a private network
+// (TCP only); an allowlist (Config.Allow) is enforced by the connection
+// gater; the relay service serves the peers the node keeps unless opened
+// (Config.Relay); and peers the node does not keep share a limited part of
+// the inbound connections, so that the kept ones (bootstrap peers, peers
+// connected with Connect, members of joined spaces, Config.Keep) still get
+// in when strangers have filled it (Config.Conns).
+//
 // The resource manager has libp2p's default limits and one named service
 // per weft stream protocol (call.ServiceName, direct.ServiceName,
 // agent.ServiceName, reconcile.ServiceName), each with limits on its

@@ -37,37 +37,40 @@ const (
 	relayConnData     = 8 << 20
 )
 
-// newHost builds the libp2p host: TCP and QUIC, Noise and TLS, libp2p's
-// auto-scaled default resource limits with limits of weft's own protocols
-// (serviceLimits) added, a connection manager with cfg's
-// watermarks, and NAT traversal: AutoNAT (client, and a rate-limited service
-// for peers), circuit relay v2 (a relay service that runs while this node is
-// publicly reachable, and the client side: reservations on relays found
-// among the peers while it is not), and hole punching (DCUtR) to replace
-// relayed connections with direct ones. No UPnP or NAT-PMP port mapping.
-// cfg has its defaults set; boot are the bootstrap peers, the first relay
-// candidates.
-func newHost(key crypto.PrivKey, cfg Config, boot []peer.AddrInfo) (host.Host, error) {
+// newHost builds the libp2p host: TCP and QUIC (TCP only in a private
+// network, cfg.NetworkKey), Noise and TLS, libp2p's auto-scaled default
+// resource limits with limits of weft's own protocols (serviceLimits) and
+// cfg.Conns applied (resourceLimits), a connection manager with cfg's
+// watermarks, a connection gater (gate: the allowlist and the inbound share
+// of strangers, then cfg.Gater), and NAT traversal: AutoNAT (client, and a
+// rate-limited service for peers), circuit relay v2 (a relay service for
+// the peers cfg.Relay names that runs while this node is publicly
+// reachable, and the client side: reservations on relays found among the
+// peers while it is not), and hole punching (DCUtR) to replace relayed
+// connections with direct ones. No UPnP or NAT-PMP port mapping. cfg has
+// its defaults set; boot are the bootstrap peers, the first relay
+// candidates. It returns the host and the access rules its gate applies.
+func newHost(key crypto.PrivKey, cfg Config, boot []peer.AddrInfo) (host.Host, *access, error) {
 	listen, err := parseListen(cfg.ListenAddrs)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	id, err := peer.IDFromPrivateKey(key)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	limits := rcmgr.DefaultLimits // a copy; its maps are nil, so the global is untouched
-	libp2p.SetDefaultServiceLimits(&limits)
-	addServiceLimits(&limits)
-	rm, err := rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(limits.AutoScale()))
+	limits, rmOpts, inbound := resourceLimits(cfg.Conns)
+	rm, err := rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(limits), rmOpts...)
 	if err != nil {
-		return nil, fmt.Errorf("resource manager: %w", err)
+		return nil, nil, fmt.Errorf("resource manager: %w", err)
 	}
 	cm, err := connmgr.NewConnManager(cfg.ConnLow, cfg.ConnHigh)
 	if err != nil {
 		rm.Close()
-		return nil, fmt.Errorf("connection manager: %w", err)
+		return nil, nil, fmt.Errorf("connection manager: %w", err)
 	}
+	acc := newAccess(cfg, boot, cm)
+	gater := &gate{a: acc, inbound: inbound, next: cfg.Gater, log: cfg.Logger}
 	relayRes := relayv2.DefaultResources()
 	relayRes.Limit = &relayv2.RelayLimit{Duration: relayConnDuration, Data: relayConnData}
 	var self atomic.Pointer[host.Host] // for the relay peer source, set once built
@@ -76,7 +79,6 @@ func newHost(key crypto.PrivKey, cfg Config, boot []peer.AddrInfo) (host.Host, e
 		libp2p.Identity(key),
 		libp2p.ListenAddrs(listen...),
 		libp2p.Transport(tcp.NewTCPTransport),
-		libp2p.Transport(quic.NewTransport),
 		libp2p.Security(noise.ID, noise.New),
 		libp2p.Security(tls.ID, tls.New),
 		libp2p.ResourceManager(rm),
@@ -84,7 +86,7 @@ func newHost(key crypto.PrivKey, cfg Config, boot []peer.AddrInfo) (host.Host, e
 		libp2p.UserAgent(protocol.AgentVersion + "/" + version.String()),
 		libp2p.DisableMetrics(), // no Prometheus registry: weft serves no /metrics
 		libp2p.EnableRelay(),
-		libp2p.EnableRelayService(relayv2.WithResources(relayRes)),
+		libp2p.ConnectionGater(gater),
 		libp2p.EnableNATService(),
 		libp2p.EnableHolePunching(),
 		libp2p.EnableAutoRelayWithPeerSource(relayCandidates(id, &self, boot),
@@ -94,21 +96,31 @@ func newHost(key crypto.PrivKey, cfg Config, boot []peer.AddrInfo) (host.Host, e
 			autorelay.WithBackoff(relayBackoff),
 		),
 	}
+	if cfg.NetworkKey != nil {
+		opts = append(opts, libp2p.PrivateNetwork(cfg.NetworkKey)) // and no QUIC: pnet cannot cover it
+	} else {
+		opts = append(opts, libp2p.Transport(quic.NewTransport))
+	}
+	switch cfg.Relay {
+	case RelayMembers:
+		opts = append(opts, libp2p.EnableRelayService(relayv2.WithResources(relayRes), relayv2.WithACL(relayACL{acc})))
+	case RelayOpen:
+		opts = append(opts, libp2p.EnableRelayService(relayv2.WithResources(relayRes)))
+	}
 	switch cfg.Reachability {
 	case ReachabilityPublic:
 		opts = append(opts, libp2p.ForceReachabilityPublic())
 	case ReachabilityPrivate:
 		opts = append(opts, libp2p.ForceReachabilityPrivate())
 	}
-	if cfg.Gater != nil {
-		opts = append(opts, libp2p.ConnectionGater(cfg.Gater))
-	}
 	h, err := libp2p.New(opts...)
 	if err != nil {
-		return nil, fmt.Errorf("libp2p host: %w", err)
+		return nil, nil, fmt.Errorf("libp2p host: %w", err)
 	}
 	self.Store(&h)
-	return h, nil
+	nw := h.Network()
+	gater.net.Store(&nw)
+	return h, acc, nil
 }
 
 // relayCandidates is autorelay's peer source: the bootstrap peers, then the

@@ -19,8 +19,10 @@ const maxKeyFile = 4096
 // LoadOrCreateIdentity reads the node's Ed25519 libp2p private key from path
 // (crypto.MarshalPrivateKey format), or creates one if the file does not
 // exist: the file with mode 0600, a missing parent directory with 0700.
-// An existing file readable or writable by group or others is refused, with
-// an error that names the fix.
+// A key another user could have planted is refused, with an error that
+// names the file and the fix: a file readable or writable by group or
+// others, a file another user owns, or one in a directory that other users
+// may write and that is not ours.
 func LoadOrCreateIdentity(path string) (crypto.PrivKey, error) {
 	key, err := loadIdentity(path)
 	if !errors.Is(err, fs.ErrNotExist) {
@@ -28,6 +30,9 @@ func LoadOrCreateIdentity(path string) (crypto.PrivKey, error) {
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("identity: create directory: %w", err)
+	}
+	if err := checkKeyDir(filepath.Dir(path)); err != nil {
+		return nil, err
 	}
 	key, _, err = crypto.GenerateEd25519Key(rand.Reader)
 	if err != nil {
@@ -62,6 +67,12 @@ func loadIdentity(path string) (crypto.PrivKey, error) {
 	}
 	if perm := st.Mode().Perm(); perm&0o077 != 0 && runtime.GOOS != "windows" {
 		return nil, fmt.Errorf("identity: key file %s has mode %04o, open to other users; fix with: chmod 600 %s", path, perm, path)
+	}
+	if err := checkKeyOwner(path, st); err != nil {
+		return nil, err
+	}
+	if err := checkKeyDir(filepath.Dir(path)); err != nil {
+		return nil, err
 	}
 	b, err := io.ReadAll(io.LimitReader(f, maxKeyFile+1))
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,12 +28,6 @@ import (
 	"github.com/weftmesh/weft/protocol"
 )
 
-// Connection-manager protection tags.
-const (
-	tagBootstrap = "weft-bootstrap"
-	tagManual    = "weft-manual"
-)
-
 // ErrClosed is returned by operations on a closed Mesh.
 var ErrClosed = errors.New("mesh closed")
 
@@ -42,6 +37,8 @@ var ErrNotJoined = errors.New("space not joined")
 // Mesh is a running weft libp2p node. Its methods are safe for concurrent use.
 type Mesh struct {
 	h         host.Host
+	access    *access  // who may connect, whom this node keeps
+	members   *members // of the joined spaces, kept
 	dht       *dht.IpfsDHT
 	disc      *drouting.RoutingDiscovery
 	ps        *pubsub.PubSub
@@ -93,13 +90,15 @@ func New(ctx context.Context, key crypto.PrivKey, cfg Config) (_ *Mesh, err erro
 	boot, _ := parseBootstrap(cfg.Bootstrap) // checked by Validate
 	mode, _ := dhtMode(cfg.DHTMode)
 
-	h, err := newHost(key, cfg, boot)
+	h, acc, err := newHost(key, cfg, boot)
 	if err != nil {
 		return nil, err
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	m := &Mesh{
 		h:         h,
+		access:    acc,
+		members:   newMembers(h.ConnManager()),
 		log:       cfg.Logger,
 		now:       cfg.Now,
 		lim:       cfg.Limits,
@@ -168,7 +167,10 @@ func New(ctx context.Context, key crypto.PrivKey, cfg Config) (_ *Mesh, err erro
 	}
 
 	m.wg.Go(func() { m.bootstrapLoop(runCtx) })
-	m.log.Info("mesh started", "id", h.ID(), "addrs", h.Addrs(), "dht_mode", cfg.DHTMode, "mdns", cfg.MDNS)
+	m.log.Info("mesh started", "id", h.ID(), "addrs", h.Addrs(), "dht_mode", cfg.DHTMode, "mdns", cfg.MDNS, "relay", cfg.Relay)
+	if cfg.NetworkKey != nil {
+		m.log.Info("private network: TCP only, peers without the key cannot connect", "key_fingerprint", NetworkKeyFingerprint(cfg.NetworkKey))
+	}
 	return m, nil
 }
 
@@ -293,7 +295,16 @@ func (m *Mesh) Connect(ctx context.Context, addr ma.Multiaddr) (peer.ID, error) 
 		return "", fmt.Errorf("connect %s: that is this node", addr)
 	}
 	if err := m.h.Connect(ctx, *ai); err != nil {
+		if strings.Contains(err.Error(), "negotiate security protocol") {
+			return "", fmt.Errorf("connect %s (no handshake: do both nodes have the same network key, or neither?): %w", addr, err)
+		}
 		return "", fmt.Errorf("connect %s: %w", addr, err)
+	}
+	// A peer that refuses this node (a closed mesh, or one whose inbound
+	// connections are full) completes its side of the handshake after this
+	// node has, then drops the connection, which Connect does not notice.
+	if m.h.Network().Connectedness(ai.ID) != network.Connected {
+		return "", fmt.Errorf("connect %s: the peer closed the connection at once (a closed mesh that does not allow this node, or one full of connections?)", addr)
 	}
 	m.h.ConnManager().Protect(ai.ID, tagManual)
 	return ai.ID, nil

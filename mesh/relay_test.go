@@ -33,9 +33,11 @@ func (behindNAT) InterceptSecured(d network.Direction, _ peer.ID, cm network.Con
 // TestDialThroughRelay: a node that accepts nothing directly holds a
 // reservation on a public node's relay; a third node, which knows only
 // the relay, reaches it through the relay: Dial finds the way although the
-// addresses it learns do not work, and the peer shows as relayed.
+// addresses it learns do not work, and the peer shows as relayed. The relay
+// is open: the two others are strangers to it (closed_test.go has the
+// relay's access rules).
 func TestDialThroughRelay(t *testing.T) {
-	relay, _ := newTestMesh(t, Config{Reachability: ReachabilityPublic})
+	relay, _ := newTestMesh(t, Config{Reachability: ReachabilityPublic, Relay: RelayOpen})
 	// TCP only: the gate refuses an inbound TCP connection before its
 	// handshake, so a dial fails as it would at a NAT (a QUIC client can
 	// finish its side of the handshake before the server refuses).

@@ -84,6 +84,7 @@ func (m *Mesh) JoinSpace(id protocol.ID, sink Sink) error {
 	s.wg.Go(func() { m.receiveLoop(ctx, s, sink) })
 	s.wg.Go(func() { m.advertiseLoop(ctx, ns) })
 	s.wg.Go(func() { m.findLoop(ctx, ns) })
+	s.wg.Go(func() { m.watchMembers(ctx, s) })
 	if m.sync != nil {
 		m.sync.Join(id, sink)
 		s.wg.Go(func() { m.syncEvents(ctx, s) })
@@ -127,6 +128,7 @@ func (m *Mesh) stopSpace(s *space) error {
 	s.cancel()
 	s.sub.Cancel()
 	s.wg.Wait()
+	m.members.forget(s.id)
 	// Cancel has been handled by the pubsub loop when it returns, so the
 	// topic has no subscription left and may close.
 	return errors.Join(

@@ -71,18 +71,24 @@ func (n *Node) saveCard(c protocol.Card) error {
 }
 
 // Card returns this node's agent card: its static part plus the names its
-// handlers serve.
+// handlers serve. A name a handler serves says who may call it (Access).
 func (n *Node) Card() protocol.Card {
 	n.card.mu.Lock()
 	st := n.card.static
 	n.card.mu.Unlock()
 	c := protocol.Card{ID: n.mesh.ID().String(), Name: st.Name, Description: st.Description, Version: Version}
+	served := n.handlers.capabilities()
+	access := make(map[string]string, len(served))
+	for _, cp := range served {
+		access[cp.Name] = cp.Access
+	}
 	seen := make(map[string]bool)
-	for _, cp := range append(slices.Clone(st.Capabilities), n.handlers.capabilities()...) {
+	for _, cp := range append(slices.Clone(st.Capabilities), served...) {
 		if seen[cp.Name] {
 			continue
 		}
 		seen[cp.Name] = true
+		cp.Access = access[cp.Name]
 		c.Capabilities = append(c.Capabilities, cp)
 	}
 	slices.SortFunc(c.Capabilities, func(a, b protocol.Capability) int {

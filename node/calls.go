@@ -9,6 +9,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/weftmesh/weft/mesh/call"
+	"github.com/weftmesh/weft/node/policy"
 	"github.com/weftmesh/weft/protocol"
 	"github.com/weftmesh/weft/protocol/api"
 )
@@ -26,6 +27,9 @@ type HandlerSpec struct {
 	Names        []string              // call names served
 	Capabilities []protocol.Capability // descriptions of (some of) those names, for the card
 	Concurrency  int                   // calls at once (0: 64)
+	// Allow says who may call: "trusted", "anyone", peer IDs (see
+	// policy.ParseCallPolicy). Empty means trusted peers only.
+	Allow []string
 }
 
 // RegisterHandler makes an agent's connection a handler of spec's names:
@@ -44,6 +48,10 @@ func (n *Node) RegisterHandler(spec HandlerSpec) (*Handler, error) {
 			return nil, err
 		}
 	}
+	allow, err := policy.ParseCallPolicy(spec.Allow)
+	if err != nil {
+		return nil, wrap(api.CodeBadRequest, err)
+	}
 	conc := spec.Concurrency
 	switch {
 	case conc == 0:
@@ -55,6 +63,7 @@ func (n *Node) RegisterHandler(spec HandlerSpec) (*Handler, error) {
 		hs:        n.handlers,
 		names:     spec.Names,
 		caps:      spec.Capabilities,
+		allow:     allow,
 		slots:     make(chan struct{}, conc),
 		events:    make(chan IncomingCall, handlerEventBuffer),
 		done:      make(chan struct{}),

@@ -10,7 +10,9 @@ import (
 	"github.com/libp2p/go-libp2p/core/connmgr"
 
 	"github.com/weftmesh/weft/internal/version"
+	"github.com/weftmesh/weft/mesh"
 	"github.com/weftmesh/weft/node/client"
+	"github.com/weftmesh/weft/node/policy"
 	"github.com/weftmesh/weft/protocol"
 	"github.com/weftmesh/weft/store"
 )
@@ -39,11 +41,19 @@ type Config struct {
 	// (0: mesh.DefaultSyncInterval; negative: only on joins and gaps).
 	SyncInterval time.Duration
 	// SyncWindow limits sync, and so history on join, to messages created
-	// this long before now (0: all history).
+	// this long before now (0: all history the limits accept). Sync never
+	// reaches further back than Limits.MaxAge: older messages would be
+	// refused, so peers agree not to offer them.
 	SyncWindow time.Duration
 	// SweepInterval is how often expired messages and those beyond
 	// retention are removed (0: store.DefaultSweepInterval).
 	SweepInterval time.Duration
+
+	// DM is who may put direct messages in this node's inbox, and how
+	// many: the policy ("anyone", the default, or "trusted") and the
+	// strangers' rates and quotas (zero fields: policy.DefaultDM's).
+	// Trusted peers (Node.Trust) are never limited.
+	DM policy.DMConfig
 
 	// Card sets this node's agent card name, description and static
 	// capabilities (stored; empty fields keep the stored ones; ID and
@@ -53,6 +63,21 @@ type Config struct {
 	// Gater, when set, decides which connections the host accepts and
 	// makes (tests partition a mesh with it).
 	Gater connmgr.ConnectionGater
+
+	// NetworkKeyFile, when set, names a network key file (`weft
+	// network-key new`): only nodes with the same key can connect, over
+	// TCP only (see mesh.Config.NetworkKey).
+	NetworkKeyFile string
+	// AllowPeers, when non-nil, closes the mesh to every peer it does not
+	// list (peer IDs), but the bootstrap peers: see mesh.Config.Allow.
+	AllowPeers []string
+	// Relay is whom the relay service (while this node is public) serves:
+	// "members" (the default; empty means it), "open" or "off" (see
+	// mesh.Config.Relay).
+	Relay string
+	// Conns limits inbound connections (zero fields: the defaults of
+	// mesh.ConnLimits).
+	Conns mesh.ConnLimits
 }
 
 // Default returns the configuration of `weft daemon` without flags.
@@ -62,6 +87,7 @@ func Default() Config {
 		MDNS:    true,
 		DHTMode: "server",
 		Limits:  protocol.DefaultLimits(),
+		DM:      policy.DefaultDM(),
 	}
 }
 
@@ -76,8 +102,15 @@ func (c Config) Validate() error {
 	if c.Retention.MaxCount < 0 || c.Retention.MaxAge < 0 {
 		return fmt.Errorf("config: negative retention %+v", c.Retention)
 	}
+	if err := c.DM.Validate(); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
 	if c.SyncWindow < 0 {
 		return fmt.Errorf("config: negative sync window %v", c.SyncWindow)
+	}
+	if c.Limits.MaxAge > 0 && c.SyncWindow > c.Limits.MaxAge {
+		return fmt.Errorf("config: the sync window %v reaches further back than the max age %v, and messages older than that are refused: raise the max age (0: no bound) or shorten the window",
+			c.SyncWindow, c.Limits.MaxAge)
 	}
 	switch c.DHTMode {
 	case "server", "client", "auto":
@@ -89,7 +122,16 @@ func (c Config) Validate() error {
 	default:
 		return fmt.Errorf("config: reachability %q: want auto, public or private", c.Reachability)
 	}
-	return nil
+	return c.validateAccess()
+}
+
+// syncWindow is how far back sync reaches: the configured window, within
+// the max age (0: no bound).
+func (c Config) syncWindow() time.Duration {
+	if c.SyncWindow == 0 {
+		return c.Limits.MaxAge
+	}
+	return c.SyncWindow
 }
 
 func (c Config) identityPath() string { return filepath.Join(c.Home, "identity.key") }

@@ -12,6 +12,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/weftmesh/weft/mesh/call"
+	"github.com/weftmesh/weft/node/policy"
 	"github.com/weftmesh/weft/protocol"
 )
 
@@ -25,6 +26,8 @@ const (
 // handlers routes calls that reach this node to the agents that registered
 // to serve them (RegisterHandler). It is the node's call.Handler.
 type handlers struct {
+	rel policy.Relations // who the caller is to this node: asked by call policies
+
 	mu     sync.Mutex
 	byName map[string][]*Handler
 	calls  map[string]*servedCall
@@ -54,6 +57,7 @@ type Handler struct {
 	hs     *handlers
 	names  []string
 	caps   []protocol.Capability
+	allow  policy.CallPolicy // who may call
 	slots  chan struct{}     // calls in flight on this connection
 	events chan IncomingCall // calls, to the agent
 	done   chan struct{}     // closed when the handler goes away
@@ -65,6 +69,10 @@ type Handler struct {
 	cancels   []string
 	cancelled chan struct{} // capacity 1
 }
+
+// Allow returns who may call this handler, in the words of its policy
+// ("trusted", "anyone", "peer:ID").
+func (hc *Handler) Allow() []string { return hc.allow.Words() }
 
 // Calls returns the calls handed to this handler.
 func (hc *Handler) Calls() <-chan IncomingCall { return hc.events }
@@ -148,20 +156,26 @@ func (hs *handlers) unregister(hc *Handler) {
 }
 
 // capabilities returns the capabilities of the registered handlers, one
-// per name.
+// per name, each with its access: anyone when a handler of the name takes
+// calls from anyone, else restricted.
 func (hs *handlers) capabilities() []protocol.Capability {
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
 	var out []protocol.Capability
 	for name, conns := range hs.byName {
 		cp := protocol.Capability{Name: name}
+		access := policy.AccessRestricted
 		for _, hc := range conns {
 			for _, c := range hc.caps {
 				if c.Name == name {
 					cp = c
 				}
 			}
+			if hc.allow.Access() == policy.AccessAnyone {
+				access = policy.AccessAnyone
+			}
 		}
+		cp.Access = access
 		out = append(out, cp)
 	}
 	return out
@@ -184,23 +198,31 @@ func (hs *handlers) capacity() (conns, calls int) {
 	return len(seen), calls
 }
 
-// pick returns the least busy connection serving name, nil if none.
-func (hs *handlers) pick(name string) *Handler {
+// pick returns the least busy connection serving name whose call policy
+// allows caller. When there is none it returns why: no_handler if nobody
+// serves name, forbidden if no handler of name allows caller.
+func (hs *handlers) pick(name string, caller peer.ID) (*Handler, *protocol.CallError) {
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
 	conns := hs.byName[name]
 	if len(conns) == 0 {
-		return nil
+		return nil, protocol.Errorf(protocol.CodeNoHandler, "no handler for %q", name)
 	}
 	start := int(hs.nextRR.Add(1) % uint64(len(conns)))
-	best := conns[start]
+	var best *Handler
 	for i := range conns {
 		c := conns[(start+i)%len(conns)]
-		if len(c.slots)-cap(c.slots) < len(best.slots)-cap(best.slots) {
+		if !c.allow.Allows(caller, hs.rel) {
+			continue
+		}
+		if best == nil || len(c.slots)-cap(c.slots) < len(best.slots)-cap(best.slots) {
 			best = c
 		}
 	}
-	return best
+	if best == nil {
+		return nil, protocol.Errorf(protocol.CodeForbidden, "%q takes calls only from peers this node trusts or lists, and not from %s", name, caller)
+	}
+	return best, nil
 }
 
 // call returns the served call with id.
@@ -210,17 +232,20 @@ func (hs *handlers) call(id string) *servedCall {
 	return hs.calls[id]
 }
 
-// ServeCall hands a call from the network to a registered handler and
-// waits until it is answered, cancelled, or the handler goes away
-// (call.Handler).
+// ServeCall hands a call from the network to a registered handler whose
+// call policy allows the caller, and waits until it is answered,
+// cancelled, or the handler goes away (call.Handler). A caller no handler
+// of the name allows is refused with forbidden before any handler sees
+// the call.
 func (hs *handlers) ServeCall(ctx context.Context, c *call.Call) {
 	hs.active.Add(1)
 	defer hs.active.Add(-1)
 	var hc *Handler
 	for {
-		hc = hs.pick(c.Request.Name)
+		var refusal *protocol.CallError
+		hc, refusal = hs.pick(c.Request.Name, c.From)
 		if hc == nil {
-			c.Fail(protocol.Errorf(protocol.CodeNoHandler, "no handler for %q", c.Request.Name))
+			c.Fail(refusal)
 			return
 		}
 		select {

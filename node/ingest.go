@@ -25,12 +25,11 @@ func (s spaceSink) Deliver(ctx context.Context, m *protocol.Message) error {
 }
 
 // inboxSink is the node as the direct protocol's Inbox: direct messages
-// addressed to this node.
+// addressed to this node, admitted by its DM policy (see receiveDM).
 type inboxSink struct{ n *Node }
 
 func (s inboxSink) Receive(ctx context.Context, m *protocol.Message) error {
-	_, _, err := s.n.ingest(ctx, m, "direct")
-	return err
+	return s.n.receiveDM(ctx, m)
 }
 
 // ingest stores a valid message durably and reports whether it was new.

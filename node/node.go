@@ -13,6 +13,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -25,6 +26,8 @@ import (
 	"github.com/weftmesh/weft/mesh/call"
 	"github.com/weftmesh/weft/mesh/direct"
 	"github.com/weftmesh/weft/node/outbox"
+	"github.com/weftmesh/weft/node/policy"
+	"github.com/weftmesh/weft/protocol"
 	"github.com/weftmesh/weft/protocol/api"
 	"github.com/weftmesh/weft/store"
 )
@@ -45,6 +48,10 @@ type Node struct {
 	agent    *agent.Service
 	card     cardState
 	started  time.Time
+
+	trust      *policy.TrustList // who may call the handlers that allow "trusted"
+	gate       *policy.Gate      // the inbox's DM policy
+	inboxCount inboxCount
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -68,16 +75,29 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
+	id, err := peer.IDFromPrivateKey(key)
+	if err != nil {
+		return nil, err
+	}
+	trust, err := policy.LoadTrust(filepath.Join(cfg.Home, trustFile))
+	if err != nil {
+		return nil, err
+	}
 	st, err := store.Open(store.Options{
 		Dir:           cfg.storeDir(),
 		Logger:        log.With("part", "store"),
 		Retention:     cfg.Retention,
 		SweepInterval: cfg.SweepInterval,
+		// The DM policy's quotas bound the inbox per sender instead (see
+		// inbox.go).
+		CountExempt: []protocol.ID{protocol.InboxSpace(id)},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	n := &Node{cfg: cfg, log: log, key: key, store: st, handlers: newHandlers(), started: time.Now()}
+	n := &Node{cfg: cfg, log: log, key: key, store: st, handlers: newHandlers(), started: time.Now(),
+		trust: trust, gate: policy.NewGate(cfg.DM)}
+	n.handlers.rel = trust
 	defer func() {
 		if err != nil {
 			n.Close()
@@ -85,6 +105,9 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}()
 	if err := n.startMesh(ctx); err != nil {
 		return nil, err
+	}
+	if err := n.recountInbox(ctx); err != nil {
+		return nil, fmt.Errorf("count the inbox: %w", err)
 	}
 	var bg context.Context
 	bg, n.cancel = context.WithCancel(context.Background())
@@ -97,7 +120,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 // stored spaces.
 func (n *Node) startMesh(ctx context.Context) (err error) {
 	cfg, log := n.cfg, n.log
-	n.mesh, err = mesh.New(ctx, n.key, mesh.Config{
+	mcfg := mesh.Config{
 		ListenAddrs:  cfg.Listen,
 		Bootstrap:    cfg.Bootstrap,
 		MDNS:         cfg.MDNS,
@@ -107,9 +130,13 @@ func (n *Node) startMesh(ctx context.Context) (err error) {
 		Logger:       log.With("part", "mesh"),
 		History:      n.store,
 		SyncInterval: cfg.SyncInterval,
-		SyncWindow:   cfg.SyncWindow,
+		SyncWindow:   cfg.syncWindow(),
 		Gater:        cfg.Gater,
-	})
+	}
+	if err := n.meshAccess(&mcfg); err != nil {
+		return err
+	}
+	n.mesh, err = mesh.New(ctx, n.key, mcfg)
 	if err != nil {
 		return err
 	}

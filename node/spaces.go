@@ -194,6 +194,22 @@ func (n *Node) draft(space protocol.ID, p Post) (protocol.Draft, error) {
 	return d, nil
 }
 
+// MaxAnswerBytes bounds the messages one answer of the daemon carries (as
+// AnswerBytes counts them): a page of a space or of the inbox, a round of
+// an event stream's replay, a thread. An answer stops before the message
+// that would pass it, but always carries one, and a page's next cursor
+// continues after the last message carried. 100 messages of 1 MiB read at
+// once took the daemon's memory to 833 MB: messages, their JSON, and the
+// buffer it was written through.
+const MaxAnswerBytes = 4 << 20
+
+// answerOverhead is what an answer adds around a message's signed body:
+// its ID, cursor and signature as JSON, and field names.
+const answerOverhead = 256
+
+// AnswerBytes is what m weighs in an answer, as MaxAnswerBytes counts.
+func (m Message) AnswerBytes() int { return len(m.Body) + answerOverhead }
+
 // Read returns up to limit messages of a space (or the inbox) after a
 // cursor, in this node's order, and the cursor to continue from.
 func (n *Node) Read(space protocol.ID, after store.Cursor, limit int) ([]Message, store.Cursor, error) {

@@ -28,7 +28,7 @@ type ThreadMessage struct {
 // and by creation time within one depth.
 type Thread struct {
 	Messages  []ThreadMessage
-	Truncated bool // the depth or size limit cut it short
+	Truncated bool // the depth, count or byte limit (MaxAnswerBytes) cut it short
 }
 
 // Thread walks the refs.messages links of id breadth-first to maxDepth:
@@ -41,9 +41,11 @@ func (n *Node) Thread(id protocol.ID, up bool, maxDepth int) (Thread, error) {
 	th := Thread{Messages: []ThreadMessage{}}
 	seen := map[protocol.ID]bool{id: true}
 	level := []protocol.ID{id}
+	size := 0 // bytes of the messages taken, as MaxAnswerBytes counts
 	for depth := 0; len(level) > 0; depth++ {
 		var found []ThreadMessage
 		var next []protocol.ID
+		full := false
 		for _, mid := range level {
 			m, err := n.Get(mid)
 			if errors.Is(err, store.ErrNotFound) && depth > 0 {
@@ -52,6 +54,12 @@ func (n *Node) Thread(id protocol.ID, up bool, maxDepth int) (Thread, error) {
 			if err != nil {
 				return th, err
 			}
+			w := m.AnswerBytes()
+			if size+w > MaxAnswerBytes && depth > 0 {
+				full = true // the rest of this depth, by link order, is left out
+				break
+			}
+			size += w
 			found = append(found, ThreadMessage{Depth: depth, Message: m})
 			links := m.Refs.Messages
 			if !up {
@@ -70,6 +78,10 @@ func (n *Node) Thread(id protocol.ID, up bool, maxDepth int) (Thread, error) {
 			return cmp.Or(cmp.Compare(a.CreatedAt, b.CreatedAt), cmp.Compare(a.ID.String(), b.ID.String()))
 		})
 		th.Messages = append(th.Messages, found...)
+		if full {
+			th.Truncated = true
+			return th, nil
+		}
 		if len(th.Messages) >= maxThreadSize {
 			th.Messages, th.Truncated = th.Messages[:maxThreadSize], true
 			return th, nil

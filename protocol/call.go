@@ -89,6 +89,7 @@ const (
 	CodeBadRequest    = "bad_request"       // malformed request or frame
 	CodeOverloaded    = "overloaded"        // too many calls in flight
 	CodeRefused       = "refused"           // a direct message was not accepted
+	CodeForbidden     = "forbidden"         // the callee's call policy does not allow the caller
 	CodeInternal      = "internal"
 )
 
@@ -98,10 +99,13 @@ type CallError struct {
 	Message string `json:"message"` // for humans; not to be parsed
 	// Reason says why a direct message was refused when Code is
 	// CodeRefused: the validation code of the failure (see Code:
-	// "clock_skew", "expired", "bad_signature", "malformed", …), so that a
-	// sender can tell a refusal that may pass later from one that never
-	// will without reading Message. Empty otherwise, and from recipients
-	// older than the field.
+	// "clock_skew", "expired", "bad_signature", "malformed", …), or
+	// "forbidden" when the recipient's DM policy takes nothing from the
+	// sender; so that a sender can tell a refusal that may pass later from
+	// one that never will without reading Message. With CodeOverloaded it
+	// says which limit of the recipient's DM policy the sender is over:
+	// "rate_limited" or "quota" (retry later). Empty otherwise, and from
+	// recipients older than the field.
 	Reason string `json:"reason,omitempty"`
 }
 
@@ -138,6 +142,11 @@ type Capability struct {
 	Description  string          `json:"description,omitempty"`
 	InputSchema  json.RawMessage `json:"input_schema,omitempty"`  // JSON schema
 	OutputSchema json.RawMessage `json:"output_schema,omitempty"` // JSON schema
+	// Access says who may call it: "anyone", or "restricted" (only the
+	// peers the node trusts or lists; others get forbidden). Set by the
+	// node for the names its handlers serve; absent for a capability no
+	// handler serves now.
+	Access string `json:"access,omitempty"`
 }
 
 // Has reports whether c offers capability name.

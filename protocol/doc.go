@@ -36,6 +36,7 @@
 // Validate runs on every path a message enters a node (local API, gossip,
 // sync): size (≤ 1 MiB by default, configurable lower), frame, JSON shape,
 // sender key type, signature, clock skew (created_at at most MaxSkew in the
-// future) and TTL (expired messages are refused). Golden vectors in
+// future), age (created_at at most MaxAge in the past, a year by default;
+// older counts as expired) and TTL (expired messages are refused). Golden vectors in
 // testdata/ let another implementation check its bytes, IDs and signatures.
 package protocol

@@ -255,10 +255,14 @@ func (m *Message) Verify(now time.Time, lim Limits) error {
 	return m.checkTime(now, lim)
 }
 
-// checkTime checks m's clock skew and TTL at now.
+// checkTime checks m's clock skew, age and TTL at now.
 func (m *Message) checkTime(now time.Time, lim Limits) error {
 	if skew := m.Created().Sub(now); skew > lim.MaxSkew {
 		return errorf(ErrClockSkew, "created %s ahead of this node's clock", skew.Round(time.Millisecond))
+	}
+	if age := now.Sub(m.Created()); lim.MaxAge > 0 && age > lim.MaxAge {
+		return errorf(ErrExpired, "created %s, older than this node's max age %s",
+			m.Created().UTC().Format(time.RFC3339), lim.MaxAge)
 	}
 	if exp, ok := m.Expiry(); ok && !now.Before(exp) {
 		return errorf(ErrExpired, "expired at %s", exp.UTC().Format(time.RFC3339))

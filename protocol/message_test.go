@@ -119,8 +119,11 @@ func TestSignMinimal(t *testing.T) {
 	if _, ok := m.Expiry(); ok {
 		t.Error("a message without ttl expires")
 	}
-	// Without a TTL a message never expires.
-	if _, err := protocol.Validate(m.Encode(), created.AddDate(50, 0, 0), protocol.DefaultLimits()); err != nil {
+	// Without a TTL a message never expires, unless it is older than the
+	// limits' MaxAge.
+	unbounded := protocol.DefaultLimits()
+	unbounded.MaxAge = 0
+	if _, err := protocol.Validate(m.Encode(), created.AddDate(50, 0, 0), unbounded); err != nil {
 		t.Errorf("Validate 50 years later: %v", err)
 	}
 }
@@ -433,6 +436,9 @@ func TestValidateErrors(t *testing.T) {
 		{name: "ttl 1s, 2s later", wire: crafted(base.set("ttl", "1")), now: created.Add(2 * time.Second), err: protocol.ErrExpired, code: "expired", verifyOnly: true},
 		{name: "ttl 1s, at expiry", wire: crafted(base.set("ttl", "1")), now: created.Add(time.Second), err: protocol.ErrExpired, code: "expired", verifyOnly: true},
 		{name: "ttl 1h, a day later", wire: crafted(base.set("ttl", "3600")), now: created.Add(24 * time.Hour), err: protocol.ErrExpired, code: "expired", verifyOnly: true},
+		{name: "created MaxAge+1ms ago", wire: good, now: created.Add(protocol.DefaultMaxAge + time.Millisecond), err: protocol.ErrExpired, code: "expired", verifyOnly: true},
+		{name: "created 25 years ago", wire: good, now: created.AddDate(25, 0, 0), err: protocol.ErrExpired, code: "expired", verifyOnly: true},
+		{name: "created 2h ago, max age 1h", wire: good, now: created.Add(2 * time.Hour), lim: func(l *protocol.Limits) { l.MaxAge = time.Hour }, err: protocol.ErrExpired, code: "expired", verifyOnly: true},
 	}
 	for _, tt := range tests {
 		runValidationCase(t, tt)
@@ -507,7 +513,9 @@ func TestValidateAccepts(t *testing.T) {
 		{name: "content empty object", body: base.set("content", "{}").body(), content: "{}"},
 		{name: "created MaxSkew in the future", body: goodBody, now: created.Add(-5 * time.Minute)},
 		{name: "ttl 1s, 999ms later", body: base.set("ttl", "1").body(), now: created.Add(999 * time.Millisecond)},
-		{name: "created long ago, no ttl", body: goodBody, now: created.AddDate(10, 0, 0)},
+		{name: "created MaxAge ago", body: goodBody, now: created.Add(protocol.DefaultMaxAge)},
+		{name: "created long ago, no ttl, no max age", body: goodBody, now: created.AddDate(25, 0, 0), lim: func(l *protocol.Limits) { l.MaxAge = 0 }},
+		{name: "created long ago, stored limits", body: goodBody, now: created.AddDate(25, 0, 0), lim: func(l *protocol.Limits) { *l = protocol.StoredLimits() }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
+
+	"github.com/weftmesh/weft/protocol"
 )
 
 // Options configures Open.
@@ -32,6 +34,11 @@ type Options struct {
 	// Retention is the retention of spaces whose own Retention is zero
 	// (including spaces not joined). The zero value keeps everything.
 	Retention Retention
+	// CountExempt lists spaces that Retention's MaxCount does not apply
+	// to (its MaxAge does): a node's inbox, which its DM policy bounds per
+	// sender instead, so that a flood from one sender cannot evict
+	// another's messages.
+	CountExempt []protocol.ID
 }
 
 // DefaultSweepInterval is the sweep period used when Options.SweepInterval is 0.

@@ -73,8 +73,9 @@ type Store struct {
 	indexes map[protocol.ID]*rangeIndex
 
 	now       func() time.Time
-	retention Retention  // default for spaces without their own
-	sweepMu   sync.Mutex // one Sweep at a time
+	retention Retention            // default for spaces without their own
+	exempt    map[protocol.ID]bool // spaces the default's MaxCount skips
+	sweepMu   sync.Mutex           // one Sweep at a time
 
 	changeMu sync.Mutex
 	changes  map[protocol.ID]chan struct{} // nil after Close
@@ -108,11 +109,15 @@ func Open(opts Options) (*Store, error) {
 		indexes:   make(map[protocol.ID]*rangeIndex),
 		now:       opts.Now,
 		retention: opts.Retention,
+		exempt:    make(map[protocol.ID]bool),
 		changes:   make(map[protocol.ID]chan struct{}),
 		cancel:    cancel,
 	}
 	if s.now == nil {
 		s.now = time.Now
+	}
+	for _, id := range opts.CountExempt {
+		s.exempt[id] = true
 	}
 	interval := opts.GCInterval
 	if interval == 0 {

@@ -128,7 +128,7 @@ func (s *Store) sweepRetention(ctx context.Context, now int64) (int, error) {
 	for _, space := range spaces {
 		r, ok := own[space]
 		if !ok {
-			r = s.retention
+			r = s.defaultRetention(space)
 		}
 		n, err := s.applyRetention(ctx, space, r, now)
 		removed += n
@@ -266,14 +266,22 @@ func (s *Store) spaceRetention(space protocol.ID) (Retention, error) {
 		return json.Unmarshal(val, &sp)
 	})
 	switch {
-	case errors.Is(err, ErrNotFound):
-		return s.retention, nil
+	case errors.Is(err, ErrNotFound), err == nil && sp.Retention.IsZero():
+		return s.defaultRetention(space), nil
 	case err != nil:
 		return Retention{}, err
-	case sp.Retention.IsZero():
-		return s.retention, nil
 	}
 	return sp.Retention, nil
+}
+
+// defaultRetention is the retention of a space without its own: the
+// store's, without MaxCount for the spaces exempt from it.
+func (s *Store) defaultRetention(space protocol.ID) Retention {
+	r := s.retention
+	if s.exempt[space] {
+		r.MaxCount = 0
+	}
+	return r
 }
 
 // Floor returns the lowest sync key that this store keeps for space under

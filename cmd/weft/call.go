@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -88,6 +89,8 @@ func runHandle(ctx context.Context, e *env, args []string) error {
 	conc := fs.Int("concurrency", 16, "calls run at once")
 	desc := fs.String("description", "", "what the handler does, for the agent card")
 	schema := fs.String("input-schema", "", "JSON schema of the input, for the agent card")
+	var allow stringList
+	fs.Var(&allow, "allow", "who may call (repeatable): trusted (peers on `weft trust list`; the default), anyone (strangers too: CMD runs with their input), or a peer ID")
 	names, err := parseAny(fs, args)
 	if err != nil {
 		return err
@@ -101,7 +104,7 @@ func runHandle(ctx context.Context, e *env, args []string) error {
 	if *conc < 1 {
 		return usageError{"--concurrency must be at least 1"}
 	}
-	req := api.HandlerRequest{Names: names, Concurrency: *conc}
+	req := api.HandlerRequest{Names: names, Concurrency: *conc, Allow: allow}
 	for _, n := range names {
 		cp := api.Capability{Name: n, Description: *desc}
 		if *schema != "" {
@@ -114,12 +117,31 @@ func runHandle(ctx context.Context, e *env, args []string) error {
 	}
 	h := &execHandler{cmd: *cmdline, home: e.home, log: e.stderr}
 	err = e.client().Serve(ctx, req, h.serve, func() {
-		fmt.Fprintf(e.stderr, "serving %s (up to %d at once)\n", strings.Join(names, ", "), *conc)
+		fmt.Fprintf(e.stderr, "serving %s (up to %d at once) to %s\n", strings.Join(names, ", "), *conc, allowedText(allow))
 	})
 	if ctx.Err() != nil {
 		return nil
 	}
 	return err
+}
+
+// allowedText says who may call, for a person.
+func allowedText(allow []string) string {
+	if slices.Contains(allow, "anyone") {
+		return "anyone (strangers too)"
+	}
+	var who []string
+	for _, a := range allow {
+		if a == "trusted" {
+			who = append(who, "trusted peers")
+		} else {
+			who = append(who, strings.TrimPrefix(a, "peer:"))
+		}
+	}
+	if len(who) == 0 {
+		return "trusted peers only"
+	}
+	return strings.Join(who, ", ") + " only"
 }
 
 // execHandler runs a command per call.

@@ -72,6 +72,7 @@ func TestInvokeHandleExec(t *testing.T) {
 	bID, _ := b.id()
 	dir := t.TempDir()
 	const secret = "local-secret-7f3a"
+	b.OK("trust", "add", aID, "--name", "a")
 
 	startHandler(t, b, "echo", "--exec", "cat", "--description", "echoes its input")
 	startHandler(t, b, "env", "--exec", envScript(t, dir, secret))
@@ -159,8 +160,9 @@ func TestInvokeHandleExec(t *testing.T) {
 func TestInvokeConcurrent(t *testing.T) {
 	const calls = 20
 	a, b, _, _ := pair(t, "/ip4/127.0.0.1/tcp/0")
+	aID, _ := a.id()
 	bID, _ := b.id()
-	startHandler(t, b, "slow", "--exec", "sleep 0.1; cat", "--concurrency", strconv.Itoa(calls))
+	startHandler(t, b, "slow", "--exec", "sleep 0.1; cat", "--concurrency", strconv.Itoa(calls), "--allow", aID)
 	ca := a.goClient()
 	if _, err := ca.Invoke(t.Context(), api.InvokeRequest{Peer: bID, Name: "slow"}); err != nil {
 		t.Fatalf("warm-up call: %v", err)
@@ -299,7 +301,7 @@ func TestInvokeStream(t *testing.T) {
 	const lines = 10000
 	a, b, _, _ := pair(t, "/ip4/127.0.0.1/tcp/0")
 	bID, _ := b.id()
-	startHandler(t, b, "count", "--exec", fmt.Sprintf("seq 1 %d", lines))
+	startHandler(t, b, "count", "--exec", fmt.Sprintf("seq 1 %d", lines), "--allow", "anyone")
 
 	out, errs, code, took := a.RunWithin(60*time.Second, "invoke", bID, "count", "--stream")
 	if code != 0 {
@@ -373,7 +375,7 @@ while :; do
   sleep 0.05
 done
 `)
-	h := startHandler(t, b, "loop", "--exec", "exec "+loop)
+	h := startHandler(t, b, "loop", "--exec", "exec "+loop, "--allow", "anyone")
 
 	// handlerStopped waits until the one call's handler process is gone and
 	// its file stopped growing, and returns how many calls were stopped.
@@ -492,6 +494,8 @@ func TestInvokeNested(t *testing.T) {
 	aID, _ := a.id()
 	bID, _ := b.id()
 	dir := t.TempDir()
+	a.OK("trust", "add", bID)
+	b.OK("trust", "add", aID)
 	startHandler(t, a, "inner", "--exec", envScript(t, dir, "no-secret-here"))
 	outer := script(t, dir, "outer.sh", fmt.Sprintf(`
 inner=$(%q invoke %s inner --json '{"from":"outer"}') || exit 1

@@ -6,26 +6,43 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/weftmesh/weft/node"
 	weftd "github.com/weftmesh/weft/node/daemon"
+	"github.com/weftmesh/weft/node/localapi"
 	"github.com/weftmesh/weft/protocol"
 )
 
 func runDaemon(ctx context.Context, e *env, args []string) error {
 	fs := e.flags("daemon")
 	var listen, bootstrap stringList
-	fs.Var(&listen, "listen", "libp2p listen multiaddr (repeatable; default all interfaces, random TCP and QUIC ports)")
+	fs.Var(&listen, "listen", "libp2p listen multiaddr (repeatable; default all interfaces, random TCP and QUIC ports; TCP only with --network-key)")
 	fs.Var(&bootstrap, "bootstrap", "peer to join the mesh through, a multiaddr ending in /p2p/ID (repeatable)")
 	noMDNS := fs.Bool("no-mdns", false, "do not discover peers on the LAN with mDNS")
 	dhtMode := fs.String("dht-mode", "server", "Kademlia DHT mode: server, client or auto")
-	reach := fs.String("reachability", "auto", "can peers dial this node? auto (AutoNAT asks peers to dial back), public (e.g. a relay or bootstrap node with a public address: relays for nodes behind NAT) or private (behind NAT: reached through relays, upgraded by hole punching)")
+	reach := fs.String("reachability", "auto", "can peers dial this node? auto (AutoNAT asks peers to dial back), public (e.g. a relay or bootstrap node with a public address: relays for nodes behind NAT, see --relay) or private (behind NAT: reached through relays, upgraded by hole punching)")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	keepCount := fs.Int("keep-count", 0, "default retention: keep the newest N messages of each space (0: no limit; `weft join --keep-count` sets it per space)")
 	keepAge := fs.Duration("keep-age", 0, "default retention: keep messages younger than this, e.g. 720h (0: no limit)")
 	syncEvery := fs.Duration("sync-interval", 0, "how often to sync each space with a random member (default 30s; negative: only on joins and gaps)")
-	syncWindow := fs.Duration("sync-window", 0, "fetch only history created this long ago or later, e.g. 168h (0: all history)")
+	syncWindow := fs.Duration("sync-window", 0, "fetch only history created this long ago or later, e.g. 168h (0: all history within --max-age)")
+	maxAge := fs.Duration("max-age", protocol.DefaultMaxAge, "refuse messages from the network created longer ago than this, e.g. 720h (0: no bound; stored messages are always readable)")
 	name := fs.String("name", "", "this agent's name, for its agent card (kept)")
 	desc := fs.String("description", "", "what this agent does, for its agent card (kept)")
 	mcpListen := fs.String("mcp-listen", "", "also serve MCP (streamable HTTP at /mcp) on this loopback address, e.g. 127.0.0.1:7777, behind a bearer token ($WEFT_MCP_TOKEN, else a random one; written to <home>/mcp.token)")
+	socketGroup := fs.String("socket-group", "", "also let the members of this group use the API socket (the socket becomes 0660 and the home 0710, of that group); the daemon's user and root always may, nobody else")
+	maxConns := fs.Int("api-max-conns", weftd.DefaultMaxConns, "most connections the API socket (and the MCP endpoint) serves at once; more wait their turn")
+	bodyTimeout := fs.Duration("api-body-timeout", localapi.DefaultBodyTimeout, "how long a client of the API may take to send a request body (a stream call's frames: as long as the call lasts); negative: no bound")
+	dmPolicy := fs.String("dm-policy", "anyone", "who may send this node direct messages: anyone (peers it does not trust within --dm-rate and --dm-quota) or trusted (peers on `weft trust list` only)")
+	dmRate := fs.Float64("dm-rate", 0, "direct messages a second a peer this node does not trust may send (default 10)")
+	dmBurst := fs.Int("dm-burst", 0, "bursts of direct messages such a peer may send at once (default 50)")
+	dmQuota := fs.Int("dm-quota", 0, "direct messages of such a peer the inbox holds at most (default 1000; all such peers together: 10000)")
+	netKey := fs.String("network-key", "", "a network key `FILE` (made by weft network-key new): only nodes with the same key can connect; TCP only, no QUIC")
+	var allowPeers stringList
+	fs.Var(&allowPeers, "allow-peer", "close the mesh: only this `PEER` ID (repeatable), those of --peers-file and the --bootstrap peers may connect")
+	peersFile := fs.String("peers-file", "", "close the mesh to all but the peer IDs in this `FILE` (one per line, # comments) and the --allow-peer and --bootstrap peers")
+	relay := fs.String("relay", "members", "whom the relay service (while this node is public) serves: members (peers this node keeps: bootstrap, weft connect, members of its spaces; in a closed mesh, the peers allowed in), open (anyone) or off")
+	maxInbound := fs.Int("max-inbound", 0, "inbound connections peers this node does not keep may hold at once (default: libp2p's, scaled by memory); kept peers have 64 more to themselves")
+	perIP := fs.Int("conns-per-ip", 0, "connections one IPv4 address (or IPv6 /56) may have at once (default 16; loopback is exempt)")
 	var caps stringList
 	fs.Var(&caps, "capability", "a capability this node offers, advertised in the DHT and on the LAN (repeatable; kept)")
 	if _, err := parse(fs, args, 0); err != nil {
@@ -46,8 +63,46 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 	cfg.Retention.MaxAge = *keepAge
 	cfg.SyncInterval = *syncEvery
 	cfg.SyncWindow = *syncWindow
+	if *maxAge < 0 {
+		return usageError{fmt.Sprintf("--max-age %v is negative", *maxAge)}
+	}
+	cfg.Limits.MaxAge = *maxAge
+	if *dmRate < 0 || *dmBurst < 0 || *dmQuota < 0 {
+		return usageError{"--dm-rate, --dm-burst and --dm-quota must not be negative"}
+	}
+	if *dmPolicy != "anyone" && *dmPolicy != "trusted" {
+		return usageError{fmt.Sprintf("--dm-policy %q: want anyone or trusted", *dmPolicy)}
+	}
+	cfg.DM.Policy = *dmPolicy
+	if *dmRate > 0 {
+		cfg.DM.Rate = *dmRate
+	}
+	if *dmBurst > 0 {
+		cfg.DM.Burst = *dmBurst
+	}
+	if *dmQuota > 0 {
+		cfg.DM.Quota = *dmQuota
+	}
 	cfg.Card.Name, cfg.Card.Description = *name, *desc
+	cfg.NetworkKeyFile = *netKey
+	if len(allowPeers) > 0 || *peersFile != "" {
+		cfg.AllowPeers = append([]string{}, allowPeers...)
+	}
+	if *peersFile != "" {
+		ps, err := node.ReadPeersFile(*peersFile)
+		if err != nil {
+			return err
+		}
+		cfg.AllowPeers = append(cfg.AllowPeers, ps...)
+	}
+	cfg.Relay = *relay
+	cfg.Conns.Inbound, cfg.Conns.PerIP = *maxInbound, *perIP
 	cfg.MCPListen, cfg.MCPToken = *mcpListen, os.Getenv("WEFT_MCP_TOKEN")
+	cfg.SocketGroup = *socketGroup
+	if *maxConns <= 0 {
+		return usageError{fmt.Sprintf("--api-max-conns %d: want at least 1", *maxConns)}
+	}
+	cfg.MaxConns, cfg.BodyTimeout = *maxConns, *bodyTimeout
 	for _, c := range caps {
 		if err := protocol.CheckName(c); err != nil {
 			return usageError{"--capability: " + err.Error()}

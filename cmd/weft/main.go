@@ -47,7 +47,7 @@ func (e usageError) Error() string { return e.msg }
 
 func commands() []command {
 	return []command{
-		{"daemon", "[--listen MULTIADDR]... [--bootstrap MULTIADDR]... [--no-mdns]", "run the weft daemon (a libp2p node with the local API)", runDaemon},
+		{"daemon", "[--listen MULTIADDR]... [--bootstrap MULTIADDR]... [--no-mdns] [--dm-policy anyone|trusted]", "run the weft daemon (a libp2p node with the local API)", runDaemon},
 		{"demo", "[--nodes N]", "start a small local mesh of real daemons and watch them talk", runDemo},
 		{"bench", "[--quick] [--json] [--scenarios LIST]", "measure weft as users see it: real daemons on 127.0.0.1, driven through their sockets", runBench},
 		{"id", "[--json]", "this node's peer ID and addresses", runID},
@@ -65,11 +65,13 @@ func commands() []command {
 		{"outbox", "[--dead] [--json]", "direct messages waiting for delivery, or (--dead) that could not be delivered", runOutbox},
 		{"iacp", "(send FILE|- | show ID) [--json]", "send an IACP 1.x envelope as a direct message; show a direct message as one", runIACP},
 		{"invoke", "PEER NAME [--json INPUT] [--stream] [--timeout D] [--meta K=V]...", "call a peer's handler and print its result (or its deltas)", runInvoke},
-		{"handle", "NAME... --exec CMD [--concurrency N] [--description D]", "serve calls to NAME by running CMD (input on stdin, result on stdout)", runHandle},
+		{"handle", "NAME... --exec CMD [--allow trusted|anyone|PEER]... [--concurrency N] [--description D]", "serve calls to NAME by running CMD (input on stdin, result on stdout); by default only trusted peers may call", runHandle},
+		{"trust", trustUsage, "the peers this node trusts: they may call handlers that allow \"trusted\" (the default), and DM without limits", runTrust},
 		{"discover", "CAPABILITY [--json] [--limit N] [--timeout D]", "find the peers that offer a capability, with their agent cards", runDiscover},
 		{"card", "[PEER] [--name N] [--description D] [--capability C]... [--json]", "show an agent card (this node's, or a peer's); set this node's", runCard},
 		{"health", "PEER [--json]", "a peer's heartbeat: status, load, round-trip time", runHealth},
 		{"mcp", "[--log-level L]", "serve MCP on stdin/stdout for an MCP client, bridged to the local daemon", runMCP},
+		{"network-key", "new FILE", "make a network key for a closed mesh (give the file to every node: weft daemon --network-key FILE)", runNetworkKey},
 		{"init", "[-o DIR] [--force] [NAME]...", "write SKILL.md files that teach an AI agent (e.g. Claude Code) weft and its conventions", runInit},
 		{"version", "", "print the version", runVersion},
 	}

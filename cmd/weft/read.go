@@ -75,7 +75,9 @@ func readOrFollow(ctx context.Context, e *env, after string, limit int, follow, 
 		}
 		n += len(page.Messages)
 		cursor = page.Next
-		if len(page.Messages) < want || (limit > 0 && n >= limit) {
+		// A page may hold fewer than asked (pages are bounded in bytes too):
+		// only an empty one is the end.
+		if len(page.Messages) == 0 || (limit > 0 && n >= limit) {
 			return nil
 		}
 	}

@@ -22,8 +22,8 @@ import (
 var internet = netip.MustParsePrefix("11.99.0.0/24")
 
 // TestNAT: hosts behind NATs with no inbound reachability. Four public weft
-// nodes (one, the bootstrap, says it is public and relays; the others find
-// out by AutoNAT). Behind a cone NAT each: a and b; behind a symmetric NAT:
+// nodes (one, the bootstrap, says it is public and relays for anyone; the
+// others find out by AutoNAT). Behind a cone NAT each: a and b; behind a symmetric NAT:
 // c. Each NATed host knows only the bootstrap address. They must learn they
 // are private, reserve a relay slot, be reached through it, and where the
 // NAT allows (cone to cone, cone to public), get a direct connection by
@@ -50,7 +50,8 @@ func TestNAT(t *testing.T) {
 	hb, _ := behind("192.168.2.0/24", netns.Cone)
 	hc, _ := behind("192.168.3.0/24", netns.Symmetric)
 
-	relay := start(t, "relay", pubHosts[0], "--reachability", "public")
+	// The relay serves strangers: the NATed nodes are none of its members.
+	relay := start(t, "relay", pubHosts[0], "--reachability", "public", "--relay", "open")
 	boot := relay.addr(t, "tcp")
 	pub := []*node{relay}
 	for i, h := range pubHosts[1:] {

@@ -18,6 +18,10 @@ Run it against a running daemon::
 
     WEFT_HOME=~/.weft python3 examples/python/agent.py --space agents --name counter
 
+Its handlers take calls from the peers the daemon trusts (``weft trust add
+PEER``); ``--allow PEER`` (repeatable) or ``--allow anyone`` opens them to
+more.
+
 It prints ``ready <peer id>`` once it serves, and exits cleanly (``bye``)
 on SIGINT or SIGTERM.
 """
@@ -146,6 +150,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--space", default="agents", help="the space to join and announce in (default agents)")
     ap.add_argument("--name", default="py-agent", help="this agent's name on its card (default py-agent)")
     ap.add_argument("--socket", help="the daemon's socket (default $WEFT_HOME/weft.sock)")
+    ap.add_argument("--allow", action="append", default=[],
+                    help="who may call: trusted (the daemon's trusted peers; the default), anyone, or a peer ID (repeatable)")
     args = ap.parse_args(argv)
 
     stop = threading.Event()
@@ -164,7 +170,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         me = client.node()["id"]
         client.set_card(name=args.name, description="word counts and summaries, from Python")
         client.join(args.space)
-        handler = client.handle(["word_count", "summarize"], serve, concurrency=8, capabilities=CAPABILITIES)
+        handler = client.handle(["word_count", "summarize"], serve, concurrency=8, capabilities=CAPABILITIES,
+                                allow=args.allow)
         inbox = client.follow_inbox(after=inbox_end(client))
         client.send(args.space, {"name": args.name, "role": "text-tools",
                                  "capabilities": [c["name"] for c in CAPABILITIES]}, type="team.hello")

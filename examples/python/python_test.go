@@ -96,7 +96,7 @@ func runAgent(t *testing.T, py string, a, b *testbed.Daemon) {
 	if _, err := a.Client.Join(ctx, space); err != nil {
 		t.Fatal(err)
 	}
-	agent := testbed.Run(t, nil, append([]string{"WEFT_HOME=" + b.Home}, pyEnv...), py, "agent.py", "--space", space, "--name", "py-from-go")
+	agent := testbed.Run(t, nil, append([]string{"WEFT_HOME=" + b.Home}, pyEnv...), py, "agent.py", "--space", space, "--name", "py-from-go", "--allow", a.ID)
 	agent.WaitOutput(30*time.Second, "ready "+b.ID)
 
 	text := "one two three\nfour"

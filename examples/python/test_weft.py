@@ -114,6 +114,8 @@ class DaemonTest(unittest.TestCase):
         cls.a = weft.Client(home=cls.home_a, timeout=WAIT)
         cls.b = weft.Client(home=cls.home_b, timeout=WAIT)
         cls.id_a, cls.id_b = os.environ["WEFT_TEST_ID_A"], os.environ["WEFT_TEST_ID_B"]
+        # B's handlers take calls from the peers B trusts (the default): A is one.
+        cls.b.trust(cls.id_a, name="a")
 
     def assertWeftError(self, status: Optional[int], code: str, fn: Callable[..., Any], *args: Any, **kw: Any) -> weft.WeftError:
         """Asserts that fn raises a WeftError with status and code, and returns it."""
@@ -488,7 +490,7 @@ class CallTest(DaemonTest):
 
     def test_nested_call_inherits_trace(self) -> None:
         inner, outer = unique("inner"), unique("outer")
-        h = self.a.handle(inner, lambda call: call.meta)  # served on A, called by B's handler
+        h = self.a.handle(inner, lambda call: call.meta, allow=self.id_b)  # served on A, called by B's handler
         self.addCleanup(h.close)
         self.handle(outer, lambda call: {"mine": call.meta, "inner": call.invoke(self.id_a, inner)})
         out = self.a.invoke(self.id_b, outer, meta={"session": "nest"})
@@ -512,6 +514,41 @@ class CallTest(DaemonTest):
             return False
 
         poll(gone, "the handler to be unregistered")
+
+
+class PolicyTest(DaemonTest):
+    """Who may call a handler: the trust list and each handler's allow."""
+
+    def test_trust_list(self) -> None:
+        entry = self.a.trust(self.id_b, name="bee")
+        self.assertEqual((entry["peer"], entry["name"]), (self.id_b, "bee"))
+        self.assertEqual(self.a.trust(self.id_b, name="b")["name"], "b", "trusting again renames")
+        self.assertIn((self.id_b, "b"), [(t["peer"], t["name"]) for t in self.a.trusted()])
+        self.assertTrue(self.a.untrust(self.id_b))
+        self.assertFalse(self.a.untrust(self.id_b), "untrusting a peer not trusted is no error")
+        self.assertNotIn(self.id_b, [t["peer"] for t in self.a.trusted()])
+        self.assertWeftError(400, "bad_peer", self.a.trust, "not-a-peer")
+
+    def test_stranger(self) -> None:
+        self.assertTrue(self.b.untrust(self.id_a))
+        self.addCleanup(self.b.trust, self.id_a, "a")
+        ran = []  # type: List[str]
+        closed, open_, listed = unique("closed"), unique("open"), unique("listed")
+        h = self.handle(closed, lambda call: ran.append(call.name))
+        self.assertEqual(h.allow, ["trusted"])
+        self.assertWeftError(403, "forbidden", self.a.invoke, self.id_b, closed)
+        self.assertWeftError(403, "forbidden", self.a.invoke_stream, self.id_b, closed)
+        self.assertEqual(ran, [], "a stranger's call reached the handler")
+        self.assertEqual(self.handle(open_, lambda call: "open", allow="anyone").allow, ["anyone"])
+        self.assertEqual(self.a.invoke(self.id_b, open_), "open")
+        self.handle(listed, lambda call: "listed", allow=[self.id_a])
+        self.assertEqual(self.a.invoke(self.id_b, listed), "listed")
+        access = {c["name"]: c.get("access") for c in self.b.card()["capabilities"]}
+        self.assertEqual((access[closed], access[open_], access[listed]), ("restricted", "anyone", "restricted"))
+        self.assertWeftError(400, "bad_request", self.b.handle, unique("x"), lambda call: None, allow="everyone")
+        self.b.trust(self.id_a)
+        self.a.invoke(self.id_b, closed)
+        self.assertEqual(ran, [closed], "a trusted peer's call runs")
 
 
 class CardTest(DaemonTest):

@@ -28,6 +28,9 @@ Example::
             yield {"word": w, "n": i + 1}
         return {"words": len(words)}
 
+    # Handlers take calls from the peers this daemon trusts (allow=
+    # ["anyone"] opens one to every peer, a peer ID to that peer).
+    c.trust(other.node()["id"], name="other")
     with c.handle("word_count", word_count):
         print(other.invoke(me, "word_count", {"text": "a b c"}))   # {"words": 3}
         for frame in other.invoke_stream(me, "word_count", {"text": "a b"}):
@@ -71,6 +74,7 @@ _log = logging.getLogger("weft")
 # answers them for unary calls.
 _CALL_STATUS = {
     "bad_request": 400,
+    "forbidden": 403,
     "no_handler": 404,
     "unknown_call": 404,
     "cancelled": 409,
@@ -640,7 +644,8 @@ class Client:
                 for (its trace and session are inherited); see
                 :meth:`Call.invoke`.
 
-        Raises WeftError with the codes ``no_handler`` (404),
+        Raises WeftError with the codes ``no_handler`` (404), ``forbidden``
+        (403: the peer's handler does not take calls from this node),
         ``unreachable`` / ``overloaded`` (503), ``deadline_exceeded`` (504),
         ``handler_failed`` (502), ``bad_request`` or ``bad_peer`` (400).
         """
@@ -664,7 +669,8 @@ class Client:
         return stream
 
     def handle(self, names: Union[str, Sequence[str]], fn: Callable[["Call"], Any], concurrency: int = 16,
-               capabilities: Optional[Sequence[Union[str, Dict[str, Any]]]] = None) -> "Handler":
+               capabilities: Optional[Sequence[Union[str, Dict[str, Any]]]] = None,
+               allow: Union[None, str, Sequence[str]] = None) -> "Handler":
         """Serves calls to names with fn until the returned Handler is closed.
 
         fn(call) gets a :class:`Call` and runs in a worker thread (up to
@@ -679,9 +685,35 @@ class Client:
 
         capabilities (names or dicts ``{"name", "description",
         "input_schema", "output_schema"}``) describe the names on the agent
-        card. Returns once the daemon has registered the handler.
+        card. allow says who may call: ``"trusted"`` (the peers on
+        :meth:`trusted`; the default), ``"anyone"``, or peer IDs; others get
+        ``forbidden`` and never reach fn. ``handler.allow`` is the policy
+        as the daemon understood it. Returns once the daemon has registered
+        the handler.
         """
-        return Handler(self, _as_list(names), fn, concurrency, capabilities)
+        return Handler(self, _as_list(names), fn, concurrency, capabilities, _as_list(allow))
+
+    # -- trust ----------------------------------------------------------
+
+    def trust(self, peer: str, name: Optional[str] = None) -> Dict[str, Any]:
+        """Puts peer on the trust list (again: replaces its name).
+
+        Trusted peers may call the handlers that allow ``"trusted"`` (the
+        default) and send direct messages without the limits strangers
+        have. Returns ``{"peer", "name", "added"}``.
+        """
+        body = {"peer": peer}  # type: Dict[str, Any]
+        if name:
+            body["name"] = name
+        return self.request("POST", "/v1/trust", body)
+
+    def untrust(self, peer: str) -> bool:
+        """Takes peer off the trust list; returns whether it was on it."""
+        return self.request("DELETE", "/v1/trust/%s" % _q(peer))["removed"]
+
+    def trusted(self) -> List[Dict[str, Any]]:
+        """The trusted peers: a list of ``{"peer", "name", "added"}``."""
+        return self.request("GET", "/v1/trust")["peers"]
 
     # -- cards and discovery --------------------------------------------
 
@@ -819,7 +851,7 @@ class Handler:
     """
 
     def __init__(self, client: Client, names: List[str], fn: Callable[[Call], Any], concurrency: int,
-                 capabilities: Optional[Sequence[Union[str, Dict[str, Any]]]]):
+                 capabilities: Optional[Sequence[Union[str, Dict[str, Any]]]], allow: List[str]):
         self.names = names
         self.error = None  # type: Optional[BaseException]
         self._client = client
@@ -831,12 +863,15 @@ class Handler:
         body = {"names": names, "concurrency": concurrency}  # type: Dict[str, Any]
         if capabilities:
             body["capabilities"] = _capabilities(capabilities)
+        if allow:
+            body["allow"] = allow
         self._stream = client._stream("POST", "/v1/handlers", self._events, body=body,
                                       headers={"Accept": "application/x-ndjson"})
         first = next(self._stream, None)
         if first is None or first.get("type") != "ready":
             self._stream.close()
             raise WeftError(None, "stream_closed", "the daemon did not confirm the handler registration")
+        self.allow = first.get("allow", [])  # type: List[str]
         self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="weft-call")
         self._reader = threading.Thread(target=self._run, name="weft-handler", daemon=True)
         self._reader.start()

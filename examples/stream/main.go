@@ -6,7 +6,7 @@
 // "model" is a small deterministic Markov chain over an embedded text (no
 // LLM, no internet): the same prompt always gives the same answer.
 //
-//	stream serve [--home DIR] [--name generate] [--rate 20] [--length 80]
+//	stream serve [--home DIR] [--name generate] [--rate 20] [--length 80] [--allow trusted|anyone|PEER]...
 //	stream ask PEER PROMPT... [--home DIR] [--name generate] [--max-tokens N] [--frames]
 //
 // Both talk to the local weft daemon of --home (default $WEFT_HOME, else
@@ -49,7 +49,7 @@ type Input struct {
 }
 
 const usage = `usage:
-  stream serve [--home DIR] [--name NAME] [--rate TOKENS_PER_S] [--length N]
+  stream serve [--home DIR] [--name NAME] [--rate TOKENS_PER_S] [--length N] [--allow trusted|anyone|PEER]...
   stream ask PEER PROMPT... [--home DIR] [--name NAME] [--max-tokens N] [--frames]`
 
 func main() {
@@ -101,6 +101,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	name := fs.String("name", "generate", "the handler's name")
 	rate := fs.Float64("rate", 20, "tokens per second (0: as fast as the caller reads)")
 	length := fs.Int("length", 80, "the most tokens in an answer")
+	var allow allowList
+	fs.Var(&allow, "allow", "who may call (repeatable): trusted (the daemon's trusted peers; the default), anyone, or a peer ID")
 	if pos, err := parse(fs, args); err != nil || len(pos) > 0 || *rate < 0 || *length < 1 {
 		fmt.Fprintln(stderr, usage)
 		return 2
@@ -112,7 +114,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	g := &generator{rate: *rate, length: *length, log: log.New(stdout, "", 0)}
-	req := api.HandlerRequest{Names: []string{*name}, Capabilities: []api.Capability{{
+	req := api.HandlerRequest{Names: []string{*name}, Allow: allow, Capabilities: []api.Capability{{
 		Name:        *name,
 		Description: `answers {"prompt": "…"} token by token (stream deltas {"token": "…"})`,
 	}}}
@@ -125,6 +127,12 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stderr, "stream: serve: %v\n", err)
 	return 1
 }
+
+// allowList is a repeatable flag.
+type allowList []string
+
+func (a *allowList) String() string     { return strings.Join(*a, ",") }
+func (a *allowList) Set(v string) error { *a = append(*a, v); return nil }
 
 // generator serves calls with Generate's tokens at a steady rate.
 type generator struct {

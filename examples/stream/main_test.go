@@ -26,15 +26,19 @@ const pkg = "github.com/weftmesh/weft/examples/stream"
 // answerLength is serve's default --length, which the tests rely on.
 const answerLength = 80
 
-// setup starts two daemons, A (the asker's) and B, and on B two servers:
-// "fast" (no pacing) and "slow" (10 tokens/s, so a call lasts seconds and
-// can be cancelled midway).
+// setup starts two daemons, A (the asker's) and B, and on B two servers
+// that A may call: "fast" (no pacing), which allows A by its peer ID, and
+// "slow" (10 tokens/s, so a call lasts seconds and can be cancelled
+// midway), which allows the peers B trusts, A among them.
 func setup(t *testing.T) (bin string, a, b *testbed.Daemon, slow *testbed.Proc) {
 	t.Helper()
 	bin = testbed.Build(t, pkg)
 	ds := testbed.Mesh(t, 2)
 	a, b = ds[0], ds[1]
-	fast := testbed.Run(t, nil, nil, bin, "serve", "--home", b.Home, "--name", "fast", "--rate", "0")
+	if _, err := b.Client.Trust(t.Context(), a.ID, "asker"); err != nil {
+		t.Fatal(err)
+	}
+	fast := testbed.Run(t, nil, nil, bin, "serve", "--home", b.Home, "--name", "fast", "--rate", "0", "--allow", a.ID)
 	slow = testbed.Run(t, nil, nil, bin, "serve", "--home", b.Home, "--name", "slow", "--rate", "10")
 	fast.WaitOutput(30*time.Second, `serving "fast" as `+b.ID)
 	slow.WaitOutput(30*time.Second, `serving "slow" as `+b.ID)
@@ -227,7 +231,8 @@ func TestStream(t *testing.T) {
 	})
 
 	t.Run("weft invoke", func(t *testing.T) {
-		// Any caller can use the handler; a unary call gets the whole text.
+		// Any weft client of a peer the handler allows can call it; a unary
+		// call gets the whole text.
 		weft := a.CLI(t)
 		prompt := "one answer at once"
 		stdout, stderr, code, _ := weft.RunWithin(60*time.Second, "invoke", b.ID, "fast", "--json", `{"prompt": "`+prompt+`"}`)

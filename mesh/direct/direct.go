@@ -10,10 +10,11 @@
 // signature, expired, from the future, not addressed to it, not sent by the
 // stream's peer) is refused: code "refused" with the validation code as its
 // reason, e.g. {"code":"refused","reason":"clock_skew","message":"…"} (see
-// protocol.CallError). A recipient that cannot store a message answers code
-// "internal". Neither is stored, and the stream stays usable; a frame that
-// cannot be read (over the size limit, truncated) gets an error ack and the
-// stream is closed.
+// protocol.CallError). The inbox may refuse a message by its own policy
+// (see Inbox): that refusal is passed on as it is. A recipient that cannot
+// store a message answers code "internal". Neither is stored, and the
+// stream stays usable; a frame that cannot be read (over the size limit,
+// truncated) gets an error ack and the stream is closed.
 //
 // Delivery is at least once on the wire and exactly once in the inbox: a
 // sender retries until it sees an ack, and the inbox drops duplicates by
@@ -40,8 +41,10 @@ import (
 // Inbox stores the direct messages this node receives.
 type Inbox interface {
 	// Receive stores m, already validated and addressed to this node,
-	// durably; it returns nil once m is stored or if it already was. It
-	// may be called concurrently.
+	// durably; it returns nil once m is stored or if it already was. To
+	// refuse m (a policy, a rate, a quota) it returns a
+	// *protocol.CallError, which the sender gets as the refusal; any other
+	// error is a failure to store it. It may be called concurrently.
 	Receive(ctx context.Context, m *protocol.Message) error
 }
 
@@ -127,6 +130,11 @@ func (s *Service) receive(from peer.ID, b []byte) *protocol.CallError {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.timeout)
 	defer cancel()
 	if err := s.inbox.Receive(ctx, m); err != nil {
+		var refusal *protocol.CallError
+		if errors.As(err, &refusal) {
+			s.cfg.log.Debug("direct: message refused by the inbox", "peer", from, "id", m.ID, "err", err)
+			return refusal
+		}
 		s.cfg.log.Warn("direct: store message", "id", m.ID, "err", err)
 		return protocol.Errorf(protocol.CodeInternal, "recipient could not store the message")
 	}

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -300,6 +302,34 @@ func TestInboxFailure(t *testing.T) {
 	}
 	if !b.inbox.has(m.ID) {
 		t.Fatal("message not stored on the second try")
+	}
+}
+
+// When the inbox refuses a message with a *protocol.CallError (its own
+// policy: a rate, a quota), the sender gets that refusal as it is, and the
+// stream goes on.
+func TestInboxRefusal(t *testing.T) {
+	t.Parallel()
+	a, b := newNode(t), newNode(t)
+	connect(t, a.h, b.h)
+	refusal := protocol.Errorf(protocol.CodeOverloaded, "rate_limited: slow down")
+	b.inbox.setHook(func(_ context.Context, m *protocol.Message) error {
+		if strings.Contains(string(m.Content), "refuse") {
+			return fmt.Errorf("policy: %w", refusal)
+		}
+		return nil
+	})
+	no := dm(t, a.key, b.id(), func(d *protocol.Draft) { d.Content = json.RawMessage(`{"text":"refuse me"}`) })
+	yes := dm(t, a.key, b.id(), nil)
+	acks, err := send(t, testCtx(t, 10*time.Second), a, b.id(), no.Encode(), yes.Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(acks) != 2 || acks[0].refusal == nil || *acks[0].refusal != *refusal || acks[1].refusal != nil {
+		t.Fatalf("acks %+v, want the inbox's refusal, then ok", acks)
+	}
+	if b.inbox.has(no.ID) || !b.inbox.has(yes.ID) {
+		t.Fatal("want only the second message stored")
 	}
 }
 

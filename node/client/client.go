@@ -19,6 +19,8 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/weftmesh/weft/internal/jsonx"
+
 	"github.com/weftmesh/weft/protocol/api"
 )
 
@@ -261,14 +263,5 @@ func (c *Client) Thread(ctx context.Context, id string, up bool, depth int) (api
 	return t, c.do(ctx, http.MethodGet, "/v1/messages/"+url.PathEscape(id)+"/thread?"+q.Encode(), nil, &t)
 }
 
-// marshal is json.Marshal without HTML escaping, so content reaches the
-// daemon (and its signature) as the agent wrote it.
-func marshal(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
-}
+// marshal is jsonx.Marshal: agents' JSON as they wrote it.
+var marshal = jsonx.Marshal

@@ -594,7 +594,9 @@ func ExampleClient_InvokeStream() {
 }
 
 // Serve answers calls to a name with a Go function. Here another agent,
-// bob, calls it.
+// bob, calls it: bob is on this node's trust list, and handlers take calls
+// from trusted peers only unless their Allow says otherwise (a peer ID, or
+// "anyone").
 func ExampleClient_Serve() {
 	ctx, stop := context.WithCancel(context.Background())
 	var c client.Client
@@ -640,6 +642,34 @@ func ExampleClient_Serve() {
 	// Output:
 	// {"greeting":"hello, bob"}
 	// error: bad_input want {"name": …}
+}
+
+// Trust lets a peer call this node's handlers that allow "trusted" (the
+// default), and write to its inbox without the limits strangers have.
+func ExampleClient_Trust() {
+	ctx := context.Background()
+	var c client.Client
+	bob, err := remote.Node(ctx)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	if _, err := c.Trust(ctx, bob.ID, "bob"); err != nil {
+		fmt.Println(err)
+		return
+	}
+	list, err := c.Trusted(ctx)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, t := range list.Peers {
+		fmt.Println(t.Name, t.Peer == bob.ID)
+	}
+	fmt.Println("direct messages from", list.DM.Policy)
+	// Output:
+	// bob true
+	// direct messages from anyone
 }
 
 // Handlers is the low-level way to serve calls: one event per line from
@@ -873,6 +903,14 @@ func runMesh(m *testing.M) (code int, err error) {
 		return 0, err
 	}
 	remote = &client.Client{Home: theirs.home}
+	// Each node trusts the other, so that each may call the other's
+	// handlers (which take calls from trusted peers only by default).
+	if _, err := (&client.Client{Home: ours.home}).Trust(ctx, theirs.id, "bob"); err != nil {
+		return 0, err
+	}
+	if _, err := remote.Trust(ctx, ours.id, "us"); err != nil {
+		return 0, err
+	}
 
 	var wg sync.WaitGroup
 	defer wg.Wait() // bob stops (cancel, below) before the nodes close

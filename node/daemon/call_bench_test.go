@@ -66,6 +66,7 @@ func percentiles(b *testing.B, ds []time.Duration, prefix string) {
 // measured in the same run (the floor under any call protocol).
 func BenchmarkInvoke(b *testing.B) {
 	a, ca, nb, cb := pair(b)
+	trust(b, cb, a)
 	serveEcho(b, cb, 0)
 	ctx := context.Background()
 	req := api.InvokeRequest{Peer: nb.ID().String(), Name: "echo", Input: json.RawMessage(`{"text":"a small request of about a hundred bytes, like a tool call's arguments"}`)}
@@ -124,7 +125,8 @@ func rawRTT(b testing.TB, a, nb *Daemon, n int) []time.Duration {
 
 // BenchmarkInvokeParallel: 16 callers at once.
 func BenchmarkInvokeParallel(b *testing.B) {
-	_, ca, nb, cb := pair(b)
+	a, ca, nb, cb := pair(b)
+	trust(b, cb, a)
 	serveEcho(b, cb, 0)
 	ctx := context.Background()
 	req := api.InvokeRequest{Peer: nb.ID().String(), Name: "echo", Input: json.RawMessage(`{"n":1}`)}
@@ -146,7 +148,8 @@ func BenchmarkInvokeParallel(b *testing.B) {
 // reports frames per second.
 func BenchmarkStreamFrames(b *testing.B) {
 	const deltas = 100_000
-	_, ca, nb, cb := pair(b)
+	a, ca, nb, cb := pair(b)
+	trust(b, cb, a)
 	serveEcho(b, cb, deltas)
 	ctx := context.Background()
 	req := api.InvokeRequest{Peer: nb.ID().String(), Name: "count"}

@@ -16,11 +16,18 @@ import (
 // serve runs fn as a handler of names on c until the test ends.
 func serve(t *testing.T, c *client.Client, fn client.HandlerFunc, names ...string) {
 	t.Helper()
+	serveReq(t, c, api.HandlerRequest{Names: names}, fn)
+}
+
+// serveReq registers fn with req on c, waits until the daemon has it, and
+// unregisters it when the test ends.
+func serveReq(t testing.TB, c *client.Client, req api.HandlerRequest, fn client.HandlerFunc) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ready, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
-		c.Serve(ctx, api.HandlerRequest{Names: names}, fn, func() { close(ready) })
+		c.Serve(ctx, req, fn, func() { close(ready) })
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 	select {
@@ -35,7 +42,8 @@ func serve(t *testing.T, c *client.Client, fn client.HandlerFunc, names ...strin
 // make it six times larger than the limits checked), and the handler
 // stays registered.
 func TestInvokeEscapableContent(t *testing.T) {
-	_, ca, b, cb := pair(t)
+	a, ca, b, cb := pair(t)
+	trust(t, cb, a)
 	serve(t, cb, func(_ context.Context, c api.IncomingCall, _ func(json.RawMessage) error) (json.RawMessage, map[string]string, error) {
 		return c.Input, nil, nil
 	}, "echo")
@@ -57,7 +65,8 @@ func TestInvokeEscapableContent(t *testing.T) {
 // size limit) fails the call at once with handler_failed instead of
 // leaving the caller waiting for its deadline.
 func TestRefusedAnswerFailsTheCall(t *testing.T) {
-	_, ca, b, cb := pair(t)
+	a, ca, b, cb := pair(t)
+	trust(t, cb, a)
 	serve(t, cb, func(context.Context, api.IncomingCall, func(json.RawMessage) error) (json.RawMessage, map[string]string, error) {
 		return json.RawMessage(`"` + strings.Repeat("x", 2<<20) + `"`), nil, nil
 	}, "big")

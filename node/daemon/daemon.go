@@ -4,6 +4,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -35,6 +36,21 @@ type Config struct {
 	// MCPToken is that endpoint's bearer token; empty: a random one. Either
 	// way it is written to <home>/mcp.token (mode 0600) at start.
 	MCPToken string
+
+	// SocketGroup, when set, is a group (name or number) whose members may
+	// use the API socket too. The socket admits only the daemon's own user
+	// and root otherwise, checked by the peer's credentials, whatever the
+	// socket file's mode.
+	SocketGroup string
+
+	// MaxConns bounds the connections the API socket (and the MCP
+	// endpoint, each) serves at once; more wait to be accepted
+	// (0: DefaultMaxConns).
+	MaxConns int
+	// BodyTimeout bounds how long a client may take to send a request
+	// body; a stream call's frames may take as long as the call lasts
+	// (0: localapi.DefaultBodyTimeout; negative: no bound).
+	BodyTimeout time.Duration
 }
 
 // Default returns the configuration of `weft daemon` without flags.
@@ -53,7 +69,36 @@ func (c Config) Validate() error {
 	if t := strings.TrimSpace(c.MCPToken); t != "" && len(t) < minMCPToken {
 		return fmt.Errorf("config: the MCP token is %d characters; use at least %d", len(t), minMCPToken)
 	}
+	if _, err := c.socketGID(); err != nil {
+		return err
+	}
+	if c.MaxConns < 0 {
+		return fmt.Errorf("config: negative max connections %d", c.MaxConns)
+	}
 	return nil
+}
+
+// maxConns is the cap on the API's connections.
+func (c Config) maxConns() int { return cmp.Or(c.MaxConns, DefaultMaxConns) }
+
+// bodyTimeout is the bound on reading a request body (0: none).
+func (c Config) bodyTimeout() time.Duration {
+	if c.BodyTimeout < 0 {
+		return 0
+	}
+	return cmp.Or(c.BodyTimeout, localapi.DefaultBodyTimeout)
+}
+
+// socketGID is the gid of the socket group, or -1 for none.
+func (c Config) socketGID() (int, error) {
+	if c.SocketGroup == "" {
+		return -1, nil
+	}
+	gid, err := lookupGroup(c.SocketGroup)
+	if err != nil {
+		return -1, fmt.Errorf("config: socket group %q: %w", c.SocketGroup, err)
+	}
+	return gid, nil
 }
 
 // SocketPath returns the socket the daemon serves its API on.
@@ -98,22 +143,22 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 	}()
 	var bg context.Context
 	bg, d.cancel = context.WithCancel(context.Background())
-	d.api = &http.Server{
-		Handler:           localapi.New(localapi.FromNode(d.node), weftmcp.Path, d.mcpHandler()),
-		BaseContext:       func(net.Listener) context.Context { return bg }, // Close ends streams
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelDebug),
-	}
+	api := localapi.New(localapi.FromNode(d.node), weftmcp.Path, d.mcpHandler(), localapi.WithBodyTimeout(cfg.bodyTimeout()))
+	d.api = d.newServer(bg, api) // Close ends streams through bg
 	if cfg.MCPListen != "" {
 		if err := d.listenMCP(bg); err != nil {
 			return nil, err
 		}
 	}
-	d.ln, err = listenSocket(cfg.SocketPath())
+	gid, err := cfg.socketGID()
 	if err != nil {
 		return nil, err
 	}
+	ln, err := listenSocket(cfg.SocketPath(), gid)
+	if err != nil {
+		return nil, err
+	}
+	d.ln = d.limitConns(newCredListener(ln, gid, d.log.With("part", "api")))
 	d.wg.Go(func() { _ = d.api.Serve(d.mem) })
 	d.log.Info("weft daemon ready", "id", d.node.ID(), "socket", cfg.SocketPath(), "addrs", d.node.Addrs())
 	return d, nil

@@ -95,3 +95,12 @@ func keyOf(t testing.TB, d *Daemon) crypto.PrivKey {
 	}
 	return k
 }
+
+// trust puts daemon d on the trust list of c's daemon, so d may call the
+// handlers there that take calls from trusted peers (the default).
+func trust(t testing.TB, c *client.Client, d *Daemon) {
+	t.Helper()
+	if _, err := c.Trust(context.Background(), d.ID().String(), ""); err != nil {
+		t.Fatalf("trust %s: %v", d.ID(), err)
+	}
+}

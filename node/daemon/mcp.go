@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/weftmesh/weft/internal/atomicfile"
 	"github.com/weftmesh/weft/node"
@@ -79,14 +78,11 @@ func (d *Daemon) listenMCP(ctx context.Context) error {
 		return fmt.Errorf("mcp token: %w", err)
 	}
 	d.mcpLn = ln
-	d.mcpSrv = &http.Server{
-		Handler:           requireToken(token, localapi.RefuseBrowsers(d.mcpHandler())),
-		BaseContext:       func(net.Listener) context.Context { return ctx },
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-	}
+	d.mcpSrv = d.newServer(ctx, localapi.BoundBodies(d.cfg.bodyTimeout(),
+		requireToken(token, localapi.RefuseBrowsers(d.mcpHandler()))))
+	limited := d.limitConns(ln)
 	d.wg.Go(func() {
-		if err := d.mcpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := d.mcpSrv.Serve(limited); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			d.log.Error("mcp endpoint stopped", "err", err)
 		}
 	})

@@ -206,7 +206,9 @@ func TestMCPOverSocket(t *testing.T) {
 		t.Fatal("wait on the inbox saw no direct message")
 	}
 
-	// Discover B's handler and invoke it, unary and streamed.
+	// Discover B's handler and invoke it, unary and streamed: B trusts A,
+	// and its discovery card says the handler is restricted.
+	trust(t, cb, a)
 	serve(t, cb, func(_ context.Context, c api.IncomingCall, send func(json.RawMessage) error) (json.RawMessage, map[string]string, error) {
 		if c.Stream {
 			for i := range 3 {
@@ -221,12 +223,16 @@ func TestMCPOverSocket(t *testing.T) {
 		Providers []struct {
 			ID           string   `json:"id"`
 			Capabilities []string `json:"capabilities"`
+			Restricted   []string `json:"restricted"`
 		} `json:"providers"`
 	}
 	eventually(t, 20*time.Second, "discover finds b", func() bool {
 		toolOK(t, ma, "discover", map[string]any{"capability": "echo_review", "timeout_seconds": 2}, &found)
 		return len(found.Providers) == 1 && found.Providers[0].ID == b.ID().String()
 	})
+	if r := found.Providers[0].Restricted; len(r) != 1 || r[0] != "echo_review" {
+		t.Errorf("discover says restricted %q, want [echo_review]", r)
+	}
 	var out struct {
 		Output json.RawMessage   `json:"output"`
 		Deltas []json.RawMessage `json:"deltas"`

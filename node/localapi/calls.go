@@ -22,14 +22,15 @@ func (a *API) register(w http.ResponseWriter, r *http.Request) {
 	if !decodeBody(w, r, maxSmallBody, &req) {
 		return
 	}
-	h, err := a.b.RegisterHandler(node.HandlerSpec{Names: req.Names, Capabilities: capabilities(req.Capabilities), Concurrency: req.Concurrency})
+	h, err := a.b.RegisterHandler(node.HandlerSpec{Names: req.Names, Capabilities: capabilities(req.Capabilities),
+		Concurrency: req.Concurrency, Allow: req.Allow})
 	if err != nil {
 		writeErr(w, err)
 		return
 	}
 	defer h.Close()
 	s := startStream(w, ndjson)
-	if !s.json(api.HandlerEvent{Type: "ready"}) || !s.flush() {
+	if !s.json(api.HandlerEvent{Type: "ready", Allow: h.Allow()}) || !s.flush() {
 		return
 	}
 	tick := time.NewTicker(keepAlive)
@@ -123,6 +124,9 @@ func (a *API) frames(w http.ResponseWriter, r *http.Request) {
 		writeError(w, api.CodeBadRequest, "not a stream call: answer with POST /v1/calls/{id}/reply")
 		return
 	}
+	// The frames come as the handler makes them: however slowly, for as
+	// long as the call lasts.
+	defer keepReading(r, func() bool { _, err := a.b.CallIsStream(id); return err == nil })()
 	br := bufio.NewReaderSize(r.Body, 64<<10)
 	limit := int(a.maxBody)
 	fail := func(why, answer string) {

@@ -13,6 +13,7 @@ import (
 	"github.com/weftmesh/weft/mesh"
 	"github.com/weftmesh/weft/mesh/agent"
 	"github.com/weftmesh/weft/node"
+	"github.com/weftmesh/weft/node/policy"
 	"github.com/weftmesh/weft/protocol"
 	"github.com/weftmesh/weft/protocol/api"
 	"github.com/weftmesh/weft/store"
@@ -33,6 +34,8 @@ type fake struct {
 	dms     []node.DM
 	invs    []node.Invocation
 	handler *fakeHandler
+	spec    node.HandlerSpec // of the last RegisterHandler
+	trusted []policy.Trusted
 	replies []node.Reply
 	frames  []protocol.CallFrame // what StreamInvoke answers
 }
@@ -175,11 +178,13 @@ func (f *fake) DeleteDeadLetter(id protocol.ID) error {
 
 // fakeHandler is a registered handler of the fake.
 type fakeHandler struct {
+	allow     []string
 	calls     chan node.IncomingCall
 	cancelled chan struct{}
 	closed    chan struct{}
 }
 
+func (h *fakeHandler) Allow() []string                 { return h.allow }
 func (h *fakeHandler) Calls() <-chan node.IncomingCall { return h.calls }
 func (h *fakeHandler) Cancelled() <-chan struct{}      { return h.cancelled }
 func (h *fakeHandler) TakeCancels() []string           { return []string{"c1"} }
@@ -189,12 +194,53 @@ func (f *fake) RegisterHandler(spec node.HandlerSpec) (Handler, error) {
 	if len(spec.Names) == 0 {
 		return nil, &node.Error{Code: api.CodeBadRequest, Msg: "names is empty"}
 	}
-	h := &fakeHandler{calls: make(chan node.IncomingCall, 4), cancelled: make(chan struct{}, 1), closed: make(chan struct{})}
+	allow, err := policy.ParseCallPolicy(spec.Allow)
+	if err != nil {
+		return nil, &node.Error{Code: api.CodeBadRequest, Msg: err.Error()}
+	}
+	h := &fakeHandler{allow: allow.Words(), calls: make(chan node.IncomingCall, 4), cancelled: make(chan struct{}, 1), closed: make(chan struct{})}
 	f.mu.Lock()
-	f.handler = h
+	f.handler, f.spec = h, spec
 	f.mu.Unlock()
 	return h, nil
 }
+
+func (f *fake) Trust(p peer.ID, name string) (policy.Trusted, bool, error) {
+	if p == f.id {
+		return policy.Trusted{}, false, &node.Error{Code: api.CodeBadPeer, Msg: "that is this node"}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t := policy.Trusted{Peer: p, Name: name, Added: time.Unix(1700000000, 0)}
+	for i, old := range f.trusted {
+		if old.Peer == p {
+			f.trusted[i] = t
+			return t, false, nil
+		}
+	}
+	f.trusted = append(f.trusted, t)
+	return t, true, nil
+}
+
+func (f *fake) Untrust(p peer.ID) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, t := range f.trusted {
+		if t.Peer == p {
+			f.trusted = append(f.trusted[:i], f.trusted[i+1:]...)
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+func (f *fake) Trusted() []policy.Trusted {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]policy.Trusted(nil), f.trusted...)
+}
+
+func (f *fake) DMPolicy() policy.DMConfig { return policy.DefaultDM() }
 func (f *fake) CallIsStream(id string) (bool, error) {
 	if id != "c1" && id != "s1" {
 		return false, &node.Error{Code: api.CodeUnknownCall, Msg: "no call " + id}

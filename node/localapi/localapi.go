@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strconv"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/weftmesh/weft/mesh"
 	"github.com/weftmesh/weft/mesh/agent"
 	"github.com/weftmesh/weft/node"
+	"github.com/weftmesh/weft/node/policy"
 	"github.com/weftmesh/weft/protocol"
 	"github.com/weftmesh/weft/protocol/api"
 	"github.com/weftmesh/weft/store"
@@ -71,6 +73,11 @@ type Backend interface {
 	Invoke(ctx context.Context, inv node.Invocation) (node.Result, error)
 	StreamInvoke(ctx context.Context, inv node.Invocation) (CallStream, error)
 
+	Trust(p peer.ID, name string) (policy.Trusted, bool, error)
+	Untrust(p peer.ID) (bool, error)
+	Trusted() []policy.Trusted
+	DMPolicy() policy.DMConfig
+
 	Card() protocol.Card
 	SetCard(u node.CardUpdate) (protocol.Card, error)
 	PeerCard(ctx context.Context, p peer.ID) (protocol.Card, error)
@@ -80,6 +87,7 @@ type Backend interface {
 
 // Handler is a registered handler (*node.Handler).
 type Handler interface {
+	Allow() []string
 	Calls() <-chan node.IncomingCall
 	Cancelled() <-chan struct{}
 	TakeCancels() []string
@@ -95,14 +103,26 @@ type CallStream interface {
 
 // API serves the local API of one backend.
 type API struct {
-	b       Backend
-	mux     *http.ServeMux
-	maxBody int64 // a body carrying a message
+	b           Backend
+	mux         *http.ServeMux
+	maxBody     int64 // a body carrying a message
+	bodyTimeout time.Duration
 }
 
+// Option configures an API.
+type Option func(*API)
+
+// WithBodyTimeout bounds how long a client may take to send a request body
+// (default DefaultBodyTimeout; 0: no bound): see BoundBodies. The frames
+// of a stream call may take as long as the call lasts.
+func WithBodyTimeout(d time.Duration) Option { return func(a *API) { a.bodyTimeout = d } }
+
 // New returns the API of b; mcp, if not nil, is served at mcpPath.
-func New(b Backend, mcpPath string, mcp http.Handler) *API {
-	a := &API{b: b, mux: http.NewServeMux(), maxBody: int64(b.Config().Limits.MaxSize) + maxSmallBody}
+func New(b Backend, mcpPath string, mcp http.Handler, opts ...Option) *API {
+	a := &API{b: b, mux: http.NewServeMux(), maxBody: int64(b.Config().Limits.MaxSize) + maxSmallBody, bodyTimeout: DefaultBodyTimeout}
+	for _, o := range opts {
+		o(a)
+	}
 	routes := []struct {
 		pattern string
 		h       http.HandlerFunc
@@ -131,6 +151,9 @@ func New(b Backend, mcpPath string, mcp http.Handler) *API {
 		{"POST /v1/calls/{id}/reply", a.reply},
 		{"POST /v1/calls/{id}/frames", a.frames},
 		{"POST /v1/invoke", a.invoke},
+		{"GET /v1/trust", a.trustList},
+		{"POST /v1/trust", a.trust},
+		{"DELETE /v1/trust/{peer}", a.untrust},
 		{"GET /v1/card", a.card},
 		{"PUT /v1/card", a.setCard},
 		{"GET /v1/peers/{peer}/card", a.peerCard},
@@ -154,9 +177,10 @@ func New(b Backend, mcpPath string, mcp http.Handler) *API {
 }
 
 // ServeHTTP serves the API. Requests a web page could make (a browser
-// sets Origin or Referer, a local agent does not) are refused.
+// sets Origin or Referer, a local agent does not) are refused; request
+// bodies are bounded in time (WithBodyTimeout).
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	RefuseBrowsers(a.mux).ServeHTTP(w, r)
+	BoundBodies(a.bodyTimeout, RefuseBrowsers(a.mux)).ServeHTTP(w, r)
 }
 
 // RefuseBrowsers turns away requests that carry Origin or Referer.
@@ -211,6 +235,8 @@ func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) bool
 		return true
 	case errors.As(err, &tooBig):
 		writeError(w, api.CodeTooLarge, fmt.Sprintf("request body over %d bytes", limit))
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		writeError(w, api.CodeBadRequest, "the request body did not arrive in time")
 	case errors.Is(err, io.EOF):
 		writeError(w, api.CodeBadRequest, "empty request body: want a JSON object")
 	default:

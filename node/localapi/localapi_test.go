@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -94,6 +95,10 @@ func TestErrorsOneCodeEverywhere(t *testing.T) {
 		{"bad timeout", "POST", "/v1/invoke", `{"peer":"` + f.id.String() + `","name":"x","timeout":"soon"}`, 400, api.CodeBadRequest},
 		{"discover timeout", "GET", "/v1/discover?capability=x&timeout=1h", "", 400, api.CodeBadRequest},
 		{"no names", "POST", "/v1/handlers", `{"names":[]}`, 400, api.CodeBadRequest},
+		{"bad allow", "POST", "/v1/handlers", `{"names":["x"],"allow":["everyone"]}`, 400, api.CodeBadRequest},
+		{"trust bad peer", "POST", "/v1/trust", `{"peer":"nope"}`, 400, api.CodeBadPeer},
+		{"trust self", "POST", "/v1/trust", `{"peer":"` + f.id.String() + `"}`, 400, api.CodeBadPeer},
+		{"untrust bad peer", "DELETE", "/v1/trust/nope", "", 400, api.CodeBadPeer},
 		{"reply kind", "POST", "/v1/calls/c1/reply", `{"kind":"delta"}`, 400, api.CodeBadRequest},
 		{"frames to unary", "POST", "/v1/calls/c1/frames", `{"kind":"final"}`, 400, api.CodeBadRequest},
 		{"iacp envelope", "POST", "/v1/dm/iacp", `{}`, 422, api.CodeInvalid},
@@ -123,6 +128,7 @@ func TestBackendErrors(t *testing.T) {
 		code   string
 	}{
 		{&node.Error{Code: api.CodeUnknownSpace, Msg: "x"}, 404, api.CodeUnknownSpace},
+		{protocol.Errorf(protocol.CodeForbidden, "not you"), 403, api.CodeForbidden},
 		{fmt.Errorf("wrapped: %w", &node.Error{Code: api.CodeConnectFailed, Msg: "x"}), 502, api.CodeConnectFailed},
 		{protocol.Errorf(protocol.CodeUnreachable, "gone"), 503, api.CodeUnreachable},
 		{protocol.Errorf(protocol.CodeNoHandler, "none"), 404, api.CodeNoHandler},
@@ -170,7 +176,7 @@ func TestCodesInStep(t *testing.T) {
 		protocol.CodeDeadline: api.CodeDeadline, protocol.CodeCancelled: api.CodeCancelled,
 		protocol.CodeHandlerFailed: api.CodeHandlerFailed, protocol.CodeBadRequest: api.CodeBadRequest,
 		protocol.CodeOverloaded: api.CodeOverloaded, protocol.CodeRefused: api.CodeRefused,
-		protocol.CodeInternal: api.CodeInternal,
+		protocol.CodeInternal: api.CodeInternal, protocol.CodeForbidden: api.CodeForbidden,
 	}
 	for p, a := range calls {
 		if p != a {
@@ -188,6 +194,38 @@ func TestCodesInStep(t *testing.T) {
 		if _, ok := statusOf[code]; !ok {
 			t.Errorf("code %q has no status in the table", code)
 		}
+	}
+}
+
+// TestTrustRoutes: trust (201 new, 200 again with a new name), list with
+// the DM policy, untrust (removed, then not).
+func TestTrustRoutes(t *testing.T) {
+	f := newFake()
+	other := newFake().id
+	body := `{"peer":"` + other.String() + `","name":"bob"}`
+	if status, b := do(t, f, "POST", "/v1/trust", body); status != 201 {
+		t.Fatalf("trust: %d %s", status, b)
+	}
+	status, b := do(t, f, "POST", "/v1/trust", `{"peer":"`+other.String()+`","name":"robert"}`)
+	var tp api.TrustedPeer
+	if err := json.Unmarshal(b, &tp); status != 200 || err != nil || tp.Peer != other.String() || tp.Name != "robert" {
+		t.Fatalf("trust again: %d %s", status, b)
+	}
+	status, b = do(t, f, "GET", "/v1/trust", "")
+	var list api.TrustList
+	if err := json.Unmarshal(b, &list); status != 200 || err != nil || len(list.Peers) != 1 || list.Peers[0].Name != "robert" ||
+		list.DM == nil || list.DM.Policy != "anyone" || list.DM.Quota != 1000 {
+		t.Fatalf("list: %d %s", status, b)
+	}
+	for _, want := range []bool{true, false} {
+		status, b = do(t, f, "DELETE", "/v1/trust/"+other.String(), "")
+		var u api.Untrusted
+		if err := json.Unmarshal(b, &u); status != 200 || err != nil || u.Removed != want {
+			t.Fatalf("untrust: %d %s, want removed %v", status, b, want)
+		}
+	}
+	if status, b = do(t, f, "GET", "/v1/trust", ""); status != 200 || !strings.Contains(string(b), `"peers":[]`) {
+		t.Fatalf("list after untrust: %d %s", status, b)
 	}
 }
 
@@ -290,7 +328,8 @@ func TestHandlerStream(t *testing.T) {
 	srv := httptest.NewServer(New(f, "/mcp", nil))
 	defer srv.Close()
 	ctx, cancel := context.WithCancel(t.Context())
-	req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL+"/v1/handlers", strings.NewReader(`{"names":["echo"]}`))
+	req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL+"/v1/handlers",
+		strings.NewReader(`{"names":["echo"],"allow":["trusted","`+f.id.String()+`"]}`))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -298,12 +337,16 @@ func TestHandlerStream(t *testing.T) {
 	defer resp.Body.Close()
 	dec := json.NewDecoder(resp.Body)
 	var ev api.HandlerEvent
-	if err := dec.Decode(&ev); err != nil || ev.Type != "ready" {
-		t.Fatalf("first event %+v, %v", ev, err)
+	wantAllow := []string{"trusted", "peer:" + f.id.String()}
+	if err := dec.Decode(&ev); err != nil || ev.Type != "ready" || !slices.Equal(ev.Allow, wantAllow) {
+		t.Fatalf("first event %+v, %v; want ready allowing %q", ev, err, wantAllow)
 	}
 	f.mu.Lock()
-	h := f.handler
+	h, spec := f.handler, f.spec
 	f.mu.Unlock()
+	if !slices.Equal(spec.Allow, []string{"trusted", f.id.String()}) {
+		t.Fatalf("the backend got allow %q", spec.Allow)
+	}
 	h.calls <- node.IncomingCall{ID: "c1", Name: "echo", From: f.id, Input: json.RawMessage(`{"x":1}`)}
 	if err := dec.Decode(&ev); err != nil || ev.Type != "call" || ev.Call.ID != "c1" || ev.Call.From != f.id.String() || string(ev.Call.Input) != `{"x":1}` {
 		t.Fatalf("call event %+v, %v", ev, err)

@@ -168,7 +168,7 @@ func (a *API) readPage(w http.ResponseWriter, r *http.Request, space protocol.ID
 	if !ok {
 		return
 	}
-	msgs, next, err := a.b.Read(space, after, limit)
+	msgs, next, _, err := a.readBounded(space, after, limit)
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -178,6 +178,42 @@ func (a *API) readPage(w http.ResponseWriter, r *http.Request, space protocol.ID
 		page.Messages = append(page.Messages, apiStored(m))
 	}
 	writeJSON(w, http.StatusOK, page)
+}
+
+// firstBatch is how many messages readBounded asks the backend for first;
+// then as many as the budget left holds at the average size so far.
+const firstBatch = 4
+
+// readBounded reads up to limit messages of space after a cursor, and
+// stops before the message that would pass node.MaxAnswerBytes (always
+// taking one). It asks the backend in batches sized to the budget, so it
+// holds little more than the budget whatever the messages weigh. next
+// continues after the last message taken; more reports that it stopped at
+// the limit or the budget, so more may follow at once.
+func (a *API) readBounded(space protocol.ID, after store.Cursor, limit int) (msgs []node.Message, next store.Cursor, more bool, err error) {
+	next, size := after, 0
+	for len(msgs) < limit {
+		n := min(limit-len(msgs), firstBatch)
+		if len(msgs) > 0 {
+			avg := max(size/len(msgs), 1)
+			n = min(limit-len(msgs), max(node.MaxAnswerBytes-size, 0)/avg+1) // +1: to find where the budget ends
+		}
+		batch, bnext, err := a.b.Read(space, next, n)
+		if err != nil {
+			return nil, after, false, err
+		}
+		for _, m := range batch {
+			if len(msgs) > 0 && size+m.AnswerBytes() > node.MaxAnswerBytes {
+				return msgs, msgs[len(msgs)-1].Cursor, true, nil
+			}
+			msgs, size = append(msgs, m), size+m.AnswerBytes()
+		}
+		next = bnext
+		if len(batch) < n {
+			return msgs, next, false, nil
+		}
+	}
+	return msgs, next, true, nil
 }
 
 func (a *API) message(w http.ResponseWriter, r *http.Request) {

@@ -2,19 +2,19 @@ package localapi
 
 import (
 	"bufio"
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/weftmesh/weft/internal/jsonx"
 
 	"github.com/weftmesh/weft/protocol"
 )
 
 // Streaming tuning.
 const (
-	eventBatch     = 256              // messages read from the store per round
+	eventBatch     = 256              // messages read from the store per round (at most node.MaxAnswerBytes of them)
 	keepAlive      = 15 * time.Second // sent to an idle stream
 	eventWriteWait = time.Minute      // a reader that takes longer for one write is cut off
 	ndjson         = "application/x-ndjson"
@@ -69,17 +69,8 @@ func (s *stream) flush() bool {
 	return s.err == nil
 }
 
-// marshal is json.Marshal without HTML escaping: agents' JSON stays as it
-// was signed.
-func marshal(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
-}
+// marshal is jsonx.Marshal: agents' JSON as they wrote it.
+var marshal = jsonx.Marshal
 
 // streamEvents streams a space (or the inbox) named label as server-sent
 // events: everything after the cursor (?after= or the Last-Event-ID
@@ -107,7 +98,7 @@ func (a *API) streamEvents(w http.ResponseWriter, r *http.Request, space protoco
 	var buf []byte
 	for {
 		changed := a.b.Changed(space)
-		msgs, next, err := a.b.Read(space, after, eventBatch)
+		msgs, next, more, err := a.readBounded(space, after, eventBatch)
 		if err != nil {
 			s.write([]byte("event: error\ndata: " + strconv.Quote(err.Error()) + "\n\n"))
 			s.flush()
@@ -127,7 +118,7 @@ func (a *API) streamEvents(w http.ResponseWriter, r *http.Request, space protoco
 			return
 		}
 		after = next
-		if len(msgs) == eventBatch {
+		if more {
 			continue
 		}
 		select {

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/weftmesh/weft/internal/jsonx"
+
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -138,16 +140,8 @@ func decodeArgs[In any](raw json.RawMessage, resolved *jsonschema.Resolved) (In,
 	return in, nil
 }
 
-// marshal encodes v as JSON without escaping <, > and &.
-func marshal(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
-}
+// marshal is jsonx.Marshal: agents' JSON as they wrote it.
+var marshal = jsonx.Marshal
 
 // errorResult is a tool error saying err.
 func errorResult(err error) *mcp.CallToolResult {

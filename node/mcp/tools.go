@@ -228,7 +228,7 @@ func (t *tools) register(s *mcp.Server) {
 		Description: "Read the direct messages this node received, in order, a page at a time (pass next as after to continue)."},
 		t.inbox, pageBounds)
 	addTool(s, &mcp.Tool{Name: "discover", Annotations: reads,
-		Description: "Find the agents on the mesh that offer a capability (no registry: the DHT and the LAN), with their agent cards. Call one with invoke."},
+		Description: "Find the agents on the mesh that offer a capability (no registry: the DHT and the LAN), with their agent cards. Call one with invoke. Capabilities listed as restricted take calls only from peers the provider trusts (others get forbidden)."},
 		t.discover, limits(map[string][2]float64{"limit": {0, maxLimit}, "timeout_seconds": {0, 60}}))
 	addTool(s, &mcp.Tool{Name: "invoke", Annotations: calls,
 		Description: "Call a handler on a peer (request/response) and answer its output. With stream, the peer answers in parts (deltas), returned in order with the final output."},
@@ -416,6 +416,9 @@ type provider struct {
 	Name         string   `json:"name,omitempty"`
 	Description  string   `json:"description,omitempty"`
 	Capabilities []string `json:"capabilities"`
+	// Restricted are the capabilities only peers the provider trusts or
+	// lists may call: others get forbidden.
+	Restricted []string `json:"restricted,omitempty"`
 }
 
 func (t *tools) discover(ctx context.Context, in discoverArgs) (any, error) {
@@ -432,6 +435,9 @@ func (t *tools) discover(ctx context.Context, in discoverArgs) (any, error) {
 		v := provider{ID: p.Card.ID, Name: p.Card.Name, Description: p.Card.Description, Capabilities: []string{}}
 		for _, c := range p.Card.Capabilities {
 			v.Capabilities = append(v.Capabilities, c.Name)
+			if c.Access == "restricted" {
+				v.Restricted = append(v.Restricted, c.Name)
+			}
 		}
 		out = append(out, v)
 	}

@@ -114,7 +114,10 @@ type Message struct {
 // the end, and events followed after it are only those stored from then on.
 const EndCursor = "end"
 
-// Page is the answer of GET /v1/spaces/{space}/messages.
+// Page is the answer of GET /v1/spaces/{space}/messages. It holds at most
+// ?limit= messages, and fewer when they would pass the daemon's byte
+// budget for one answer (4 MiB, always at least one message): read on
+// from Next until a page is empty.
 type Page struct {
 	Messages []Message `json:"messages"`
 	Next     string    `json:"next"` // pass as ?after= to continue; unchanged when nothing new
@@ -159,7 +162,7 @@ const (
 	CodeBadAddr      = "bad_multiaddr" // 400
 	CodeBadID        = "bad_id"        // 400: not a message ID
 	CodeMethod       = "method_not_allowed"
-	CodeForbidden    = "forbidden"    // 403: browser-origin request
+	CodeForbidden    = "forbidden"    // 403: browser-origin request; a call the callee's policy does not allow
 	CodeUnauthorized = "unauthorized" // 401: the MCP endpoint's token is missing or wrong
 
 	// What it names.

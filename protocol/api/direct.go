@@ -6,7 +6,8 @@ import (
 )
 
 // Error codes of direct messages and calls, beside the ones above; they
-// are the protocol's call error codes (protocol.Code…).
+// are the protocol's call error codes (protocol.Code…). A call that the
+// callee's call policy does not allow fails with CodeForbidden (403).
 const (
 	CodeNoHandler     = "no_handler"        // 404: nobody serves that name on that peer
 	CodeUnreachable   = "unreachable"       // 503: the peer could not be reached
@@ -70,6 +71,11 @@ type HandlerRequest struct {
 	Concurrency int `json:"concurrency,omitempty"`
 	// Capabilities describe the names for the agent card (optional).
 	Capabilities []Capability `json:"capabilities,omitempty"`
+	// Allow says who may call: "trusted" (the peers on the trust list),
+	// "anyone", or peer IDs (bare or "peer:ID"), in any mix. Empty means
+	// "trusted": a handler is open to strangers only when it says
+	// "anyone". Others get forbidden and never reach the handler.
+	Allow []string `json:"allow,omitempty"`
 }
 
 // HandlerEvent is one line of a handler stream.
@@ -77,6 +83,9 @@ type HandlerEvent struct {
 	Type string        `json:"type"` // "ready", "call", "cancel"
 	Call *IncomingCall `json:"call,omitempty"`
 	ID   string        `json:"id,omitempty"` // cancel: the call cancelled
+	// Allow is who may call, on the ready event: the registration's allow
+	// as the daemon understood it (e.g. ["trusted"] when none was given).
+	Allow []string `json:"allow,omitempty"`
 }
 
 // IncomingCall is a call for a handler to serve. Answer it with POST
@@ -135,6 +144,10 @@ type Capability struct {
 	Description  string          `json:"description,omitempty"`
 	InputSchema  json.RawMessage `json:"input_schema,omitempty"`
 	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
+	// Access says who may call it: "anyone", or "restricted" (only peers
+	// the node trusts or lists: others get forbidden). Cards set it for the
+	// names a handler serves; it is ignored in requests.
+	Access string `json:"access,omitempty"`
 }
 
 // Card is an agent card: a node's name, description and capabilities

@@ -58,6 +58,7 @@ func Run(t *testing.T, open Opener) {
 		{"DeleteCleansIndexes", testDeleteCleansIndexes},
 		{"RetentionCount", testRetentionCount},
 		{"RetentionAge", testRetentionAge},
+		{"CountExempt", testCountExempt},
 		{"SetRetention", testSetRetention},
 		{"SweepBacklog", testSweepBacklog},
 		{"OutboxEnqueue", testOutboxEnqueue},

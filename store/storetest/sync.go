@@ -699,6 +699,37 @@ func testSetRetention(t *testing.T, open Opener) {
 	}
 }
 
+// testCountExempt: the default MaxCount skips the spaces exempt from it,
+// whose MaxAge still applies.
+func testCountExempt(t *testing.T, open Opener) {
+	const now = 100_000
+	clock := NewClock(now)
+	exempt, other := ID("inbox"), ID("other")
+	s := open(t, store.Options{Now: clock.Now, SweepInterval: -1,
+		Retention: store.Retention{MaxCount: 3, MaxAge: 10 * time.Second}, CountExempt: []protocol.ID{exempt}})
+	for _, sp := range []protocol.ID{exempt, other} {
+		for i := range 8 {
+			m := Msg(sp, fmt.Sprint(sp, i))
+			m.Time = now - int64(i)*1000 // all within MaxAge
+			MustPut(t, s, m)
+		}
+		old := Msg(sp, fmt.Sprint(sp, "old"))
+		old.Time = now - 60_000
+		MustPut(t, s, old)
+	}
+	if f, err := s.Floor(exempt); err != nil || f != (protocol.SyncKey{Time: now - 10_000}) {
+		t.Errorf("Floor of the exempt space = %v, %v; want the age cutoff only", f, err)
+	}
+	if n, err := s.Sweep(t.Context()); err != nil || n != 1+6 {
+		t.Fatalf("Sweep = %d, %v; want 7 (the old one of each, 5 more of the other)", n, err)
+	}
+	for space, want := range map[protocol.ID]int{exempt: 8, other: 3} {
+		if n, err := s.Count(space); err != nil || n != want {
+			t.Errorf("Count(%s) = %d, %v; want %d", space, n, err, want)
+		}
+	}
+}
+
 // testSweepBacklog: a backlog far larger than one delete batch is swept
 // in one call.
 func testSweepBacklog(t *testing.T, open Opener) {
