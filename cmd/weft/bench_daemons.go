@@ -198,6 +198,9 @@ func (b *bench) stop(ds ...*benchDaemon) {
 			continue
 		}
 		wg.Go(func() {
+			b.mu.Lock()
+			b.sampleLocked(d) // every daemon is sampled once at least
+			b.mu.Unlock()
 			_ = d.cmd.Process.Signal(syscall.SIGTERM)
 			select {
 			case <-d.done:
@@ -267,12 +270,17 @@ func (b *bench) sample(ctx context.Context) {
 		}
 		b.mu.Lock()
 		for d := range b.live {
-			if m, err := procMem(d.pid()); err == nil {
-				b.peak = max(b.peak, m.anon)
-				d.peak = max(d.peak, m.anon)
-			}
+			b.sampleLocked(d)
 		}
 		b.mu.Unlock()
+	}
+}
+
+// sampleLocked records d's RssAnon in the peaks; b.mu is held.
+func (b *bench) sampleLocked(d *benchDaemon) {
+	if m, err := procMem(d.pid()); err == nil {
+		b.peak = max(b.peak, m.anon)
+		d.peak = max(d.peak, m.anon)
 	}
 }
 

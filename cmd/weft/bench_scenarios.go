@@ -560,6 +560,10 @@ func benchInvoke(ctx context.Context, b *bench, r *invokeResult) error {
 	}
 	defer b.stop(ds...)
 	a, h := ds[0], ds[1]
+	// Handlers take calls from trusted peers (by default): h trusts a.
+	if _, err := h.c.Trust(ctx, a.info.ID, "bench caller"); err != nil {
+		return fmt.Errorf("trust: %w", err)
+	}
 	// The handler agent serves echo (its input back) and count (N deltas).
 	sctx, stopServe := context.WithCancel(ctx)
 	ready := make(chan struct{})
