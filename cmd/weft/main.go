@@ -2,6 +2,7 @@
 //
 //	weft daemon [--listen MULTIADDR]... [--bootstrap MULTIADDR]... [--no-mdns]
 //	weft demo
+//	weft bench [--quick] [--json] [--scenarios LIST]
 //	weft id | peers | connect | join | spaces | leave | send | read | show
 //
 // Every command takes --home DIR (default $WEFT_HOME, else ~/.weft). Results
@@ -48,6 +49,7 @@ func commands() []command {
 	return []command{
 		{"daemon", "[--listen MULTIADDR]... [--bootstrap MULTIADDR]... [--no-mdns] [--dm-policy anyone|trusted]", "run the weft daemon (a libp2p node with the local API)", runDaemon},
 		{"demo", "[--nodes N]", "start a small local mesh of real daemons and watch them talk", runDemo},
+		{"bench", "[--quick] [--json] [--scenarios LIST]", "measure weft as users see it: real daemons on 127.0.0.1, driven through their sockets", runBench},
 		{"id", "[--json]", "this node's peer ID and addresses", runID},
 		{"peers", "[--json]", "connected peers", runPeers},
 		{"connect", "MULTIADDR", "connect to a peer (multiaddr ending in /p2p/ID)", runConnect},

@@ -1,0 +1,924 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/weftmesh/weft/node/client"
+	"github.com/weftmesh/weft/protocol/api"
+)
+
+// The scenarios of weft bench. Each starts its own daemons and stops them
+// before it returns; its figures go into its result even when it fails
+// half way.
+
+// benchContent is the content of the i-th message the bench sends: about
+// what an agent's short message is (~100 bytes). Each is different: two
+// sends of the same content with the same parents in the same millisecond
+// are one message (its ID is the hash of the signed body).
+func benchContent(i int) json.RawMessage {
+	return fmt.Appendf(nil, `{"text":"bench: a short agent message, like a status update or a reply.","n":%d}`, i)
+}
+
+// 1. Durable sends.
+
+type sendsResult struct {
+	benchCommon
+	ContentBytes int     `json:"content_bytes"`
+	One          sendRun `json:"one_client"`
+	Eight        sendRun `json:"eight_clients"`
+}
+
+// sendRun is a run of sends through one daemon's API.
+type sendRun struct {
+	Clients   int          `json:"clients"`
+	Sends     int          `json:"sends"`
+	PerSecond float64      `json:"per_s"`
+	Latency   benchLatency `json:"latency"` // of one send, request to answer
+	// DaemonCPUPerSendUs is the daemon's CPU time (user + system) over the
+	// run divided by the sends.
+	DaemonCPUPerSendUs float64 `json:"daemon_cpu_per_send_us"`
+}
+
+func (r *sendsResult) rows() [][2]string {
+	row := func(s sendRun) string {
+		return fmt.Sprintf("%s sends/s; %s; daemon CPU %.0f µs per send", fmtCount(s.PerSecond), s.Latency, s.DaemonCPUPerSendUs)
+	}
+	return [][2]string{
+		{fmt.Sprintf("durable sends, 1 client (%d-byte content)", r.ContentBytes), row(r.One)},
+		{"durable sends, 8 concurrent clients", row(r.Eight)},
+	}
+}
+
+func benchSends(ctx context.Context, b *bench, r *sendsResult) error {
+	ds, err := b.startN(ctx, 1)
+	if err != nil {
+		return err
+	}
+	defer b.stop(ds...)
+	const space = "bench-sends"
+	if _, err := ds[0].c.Join(ctx, space); err != nil {
+		return err
+	}
+	r.ContentBytes = len(benchContent(0))
+	if _, err := sendLoop(ctx, ds[0], 1, space, 20, 0, nil); err != nil { // warm up
+		return err
+	}
+	if r.One, err = sendLoop(ctx, ds[0], 1, space, 0, b.sizes.sendFor, nil); err != nil {
+		return err
+	}
+	r.Eight, err = sendLoop(ctx, ds[0], 8, space, 0, b.sizes.sendFor, nil)
+	return err
+}
+
+// clients returns n clients of d, each with its own connections.
+func clients(d *benchDaemon, n int) []*client.Client {
+	cs := make([]*client.Client, n)
+	for i := range cs {
+		cs[i] = d.client()
+	}
+	return cs
+}
+
+// sendLoop sends benchContent to space through d's API from that many
+// clients at once, each as fast as the daemon answers, until n messages
+// are sent (n > 0) or dur has passed. onSent, if not nil, gets the index
+// and answer of every send (concurrently).
+func sendLoop(ctx context.Context, d *benchDaemon, nClients int, space string, n int, dur time.Duration, onSent func(int, api.Message)) (sendRun, error) {
+	var next atomic.Int64
+	cs := clients(d, nClients)
+	lats := make([][]time.Duration, len(cs))
+	cpu0, _ := procCPU(d.pid())
+	start := time.Now()
+	err := parallel(len(cs), len(cs), func(w int) error {
+		for {
+			i := int(next.Add(1) - 1)
+			if (n > 0 && i >= n) || (dur > 0 && time.Since(start) >= dur) {
+				return nil
+			}
+			t := time.Now()
+			m, err := cs[w].Send(ctx, space, api.SendRequest{Content: benchContent(i)})
+			if err != nil {
+				return fmt.Errorf("send: %w", err)
+			}
+			lats[w] = append(lats[w], time.Since(t))
+			if onSent != nil {
+				onSent(i, m)
+			}
+		}
+	})
+	elapsed := time.Since(start)
+	cpu1, _ := procCPU(d.pid())
+	var all []time.Duration
+	for _, l := range lats {
+		all = append(all, l...)
+	}
+	run := sendRun{Clients: len(cs), Sends: len(all), PerSecond: perSecond(len(all), elapsed), Latency: latencies(all)}
+	if len(all) > 0 {
+		run.DaemonCPUPerSendUs = round(float64((cpu1-cpu0).Microseconds())/float64(len(all)), 1)
+	}
+	return run, err
+}
+
+// joinAll has every daemon join space.
+func joinAll(ctx context.Context, ds []*benchDaemon, space string) error {
+	return parallel(len(ds), 8, func(i int) error {
+		_, err := ds[i].c.Join(ctx, space)
+		return err
+	})
+}
+
+// topicPeers returns the fewest and the mean number of peers the daemons
+// see in space's gossip topic.
+func topicPeers(ctx context.Context, ds []*benchDaemon, space string) (least int, mean float64, err error) {
+	least, total := -1, 0
+	for _, d := range ds {
+		sps, err := d.c.Spaces(ctx)
+		if err != nil {
+			return 0, 0, err
+		}
+		n := 0
+		for _, s := range sps {
+			if s.Name == space {
+				n = s.Peers
+			}
+		}
+		if least < 0 || n < least {
+			least = n
+		}
+		total += n
+	}
+	return least, float64(total) / float64(len(ds)), nil
+}
+
+// waitMesh waits up to timeout until every daemon sees at least want peers
+// in space's topic, and returns how long it waited and the fewest seen.
+// Not getting there is not an error: the figures say so.
+func waitMesh(ctx context.Context, ds []*benchDaemon, space string, want int, timeout time.Duration) (time.Duration, int, error) {
+	start := time.Now()
+	least := 0
+	var err error
+	werr := waitFor(ctx, timeout, func() bool {
+		least, _, err = topicPeers(ctx, ds, space)
+		return err != nil || least >= want
+	})
+	if err == nil && ctx.Err() != nil {
+		err = werr
+	}
+	return time.Since(start), least, err
+}
+
+// held returns how many messages d holds in space.
+func held(ctx context.Context, d *benchDaemon, space string) (int, error) {
+	sps, err := d.c.Spaces(ctx)
+	if err != nil {
+		return 0, err
+	}
+	for _, s := range sps {
+		if s.Name == space {
+			return s.Messages, nil
+		}
+	}
+	return 0, fmt.Errorf("%s has not joined %s", d.name, space)
+}
+
+// 2. Broadcast at a fixed rate.
+
+type broadcastResult struct {
+	benchCommon
+	Daemons int `json:"daemons"`
+	// MeshS is how long the daemons took, after joining, until each saw
+	// every other in the space's gossip topic (or the wait of 30 s ended:
+	// then MinTopicPeers is below daemons − 1).
+	MeshS         float64        `json:"mesh_s"`
+	MinTopicPeers int            `json:"min_topic_peers"`
+	Runs          []broadcastRun `json:"runs"`
+}
+
+// broadcastRun is one rate: publishers send at it for a while, a follower
+// (SSE) on every daemon records what arrives from the others.
+type broadcastRun struct {
+	TargetPerS   int     `json:"target_per_s"`
+	Publishers   int     `json:"publishers"` // on as many daemons, 4 concurrent senders each
+	SendS        float64 `json:"send_s"`
+	Sent         int     `json:"sent"`
+	SendErrors   int     `json:"send_errors"`
+	AchievedPerS float64 `json:"achieved_per_s"`
+	Expected     int     `json:"expected"` // arrivals: sent × (daemons − 1)
+	Arrived      int     `json:"arrived"`  // distinct arrivals at the followers
+	Duplicates   int     `json:"duplicates"`
+	// Lost is expected − arrived: sent but not at a follower GraceS after
+	// the last send (under overload, still queued counts as lost).
+	Lost   int     `json:"lost"`
+	GraceS float64 `json:"grace_s"`
+	// StoredMin is the fewest messages any daemon stored from the run's
+	// start to the end of its grace period (its own included; at most
+	// sent; late ones of an earlier run count too).
+	StoredMin int `json:"stored_min"`
+	// Latency is from just before the publisher's send call to the
+	// message's arrival at a follower, over every arrival.
+	Latency benchLatency `json:"latency"`
+	// CPU time a daemon spent in the run (sending, receiving, storing,
+	// forwarding) divided by the messages it received; mean and max over
+	// the daemons.
+	CPUPerMsgUsMean float64 `json:"cpu_per_msg_us_mean"`
+	CPUPerMsgUsMax  float64 `json:"cpu_per_msg_us_max"`
+}
+
+func (r *broadcastResult) rows() [][2]string {
+	rows := [][2]string{{fmt.Sprintf("space of %d daemons: gossip mesh formed", r.Daemons),
+		fmt.Sprintf("%.1f s after joining (fewest topic peers: %d of %d)", r.MeshS, r.MinTopicPeers, r.Daemons-1)}}
+	for _, run := range r.Runs {
+		rows = append(rows,
+			[2]string{fmt.Sprintf("%s msg/s target, %d publisher(s) → %d followers", fmtCount(float64(run.TargetPerS)), run.Publishers, r.Daemons),
+				fmt.Sprintf("achieved %s/s; publish→arrival %s, max %s ms", fmtCount(run.AchievedPerS), run.Latency, fmtMs(run.Latency.MaxMs))},
+			[2]string{"  lost / stored / CPU", fmt.Sprintf("%s of %s arrivals missing %.0f s after the last send (%d dup, %d send errors); fewest stored by a daemon %s of %s; CPU %.0f µs per received msg per daemon (max %.0f)",
+				fmtCount(float64(run.Lost)), fmtCount(float64(run.Expected)), run.GraceS, run.Duplicates, run.SendErrors,
+				fmtCount(float64(run.StoredMin)), fmtCount(float64(run.Sent)), run.CPUPerMsgUsMean, run.CPUPerMsgUsMax)})
+	}
+	return rows
+}
+
+func benchBroadcast(ctx context.Context, b *bench, r *broadcastResult) error {
+	n := b.sizes.bcastDaemons
+	ds, err := b.startN(ctx, n)
+	if err != nil {
+		return err
+	}
+	defer b.stop(ds...)
+	r.Daemons = n
+	const space = "bench-broadcast"
+	if err := joinAll(ctx, ds, space); err != nil {
+		return err
+	}
+	wait, least, err := waitMesh(ctx, ds, space, n-1, 30*time.Second)
+	r.MeshS, r.MinTopicPeers = round(wait.Seconds(), 1), least
+	if err != nil {
+		return err
+	}
+	for i, rate := range b.sizes.bcastRates {
+		b.logf("broadcast: %d msg/s for %v", rate, b.sizes.bcastFor)
+		run, err := broadcastAt(ctx, b, ds, space, i+1, rate)
+		r.Runs = append(r.Runs, run)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// bcastContent is what broadcast messages carry.
+type bcastContent struct {
+	Text   string `json:"text"`
+	Run    int    `json:"run"`
+	Seq    int    `json:"seq"`
+	SentNs int64  `json:"sent_ns"` // unix ns just before the send call
+}
+
+// bcastFollower records what one daemon's follower receives in a run.
+type bcastFollower struct {
+	mu   sync.Mutex
+	seen []bool // by seq
+	lats []time.Duration
+	got  int
+	dups int
+}
+
+// broadcastAt runs one rate: publishers on the first daemons send at rate
+// (8 concurrent sends each, so a slow answer does not hold the rate back)
+// for bcastFor; what is not sent by then is not sent.
+func broadcastAt(ctx context.Context, b *bench, ds []*benchDaemon, space string, runID, rate int) (broadcastRun, error) {
+	total := int(float64(rate) * b.sizes.bcastFor.Seconds())
+	pubs := min(len(ds), max(1, rate/250))
+	const perPub = 8
+	run := broadcastRun{TargetPerS: rate, Publishers: pubs, GraceS: b.sizes.bcastGrace.Seconds()}
+
+	// Followers, from each daemon's current end: they replay what
+	// arrives before their stream is up.
+	fctx, stopFollow := context.WithCancel(ctx)
+	defer stopFollow()
+	var arrived atomic.Int64
+	fs := make([]*bcastFollower, len(ds))
+	held0 := make([]int, len(ds))
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for i, d := range ds {
+		p, err := d.c.Read(ctx, space, api.EndCursor, 1)
+		if err != nil {
+			return run, err
+		}
+		if held0[i], err = held(ctx, d, space); err != nil {
+			return run, err
+		}
+		f := &bcastFollower{seen: make([]bool, total)}
+		fs[i] = f
+		wg.Go(func() {
+			_ = d.client().Follow(fctx, space, p.Next, func(m api.Message) error {
+				now := time.Now()
+				var c bcastContent
+				if m.From == d.info.ID || json.Unmarshal(m.Content, &c) != nil || c.Run != runID || c.Seq < 0 || c.Seq >= total {
+					return nil
+				}
+				f.mu.Lock()
+				defer f.mu.Unlock()
+				if f.seen[c.Seq] {
+					f.dups++
+					return nil
+				}
+				f.seen[c.Seq] = true
+				f.got++
+				f.lats = append(f.lats, now.Sub(time.Unix(0, c.SentNs)))
+				arrived.Add(1)
+				return nil
+			})
+		})
+	}
+
+	cpu0 := cpuOf(ds)
+	var next, sent, failed atomic.Int64
+	interval := time.Second / time.Duration(rate)
+	start := time.Now().Add(20 * time.Millisecond)
+	err := parallel(pubs*perPub, pubs*perPub, func(w int) error {
+		c := ds[w%pubs].client()
+		for {
+			i := int(next.Add(1) - 1)
+			if i >= total || time.Since(start) >= b.sizes.bcastFor {
+				return nil
+			}
+			if wait := time.Until(start.Add(time.Duration(i) * interval)); wait > 0 {
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(wait):
+				}
+			}
+			content, _ := json.Marshal(bcastContent{Text: "broadcast", Run: runID, Seq: i, SentNs: time.Now().UnixNano()})
+			if _, err := c.Send(ctx, space, api.SendRequest{Content: content}); err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				failed.Add(1)
+				continue
+			}
+			sent.Add(1)
+		}
+	})
+	sendEnd := time.Now()
+	run.SendS = round(sendEnd.Sub(start).Seconds(), 2)
+	run.Sent, run.SendErrors = int(sent.Load()), int(failed.Load())
+	run.AchievedPerS = perSecond(run.Sent, sendEnd.Sub(start))
+	run.Expected = run.Sent * (len(ds) - 1)
+	if err != nil {
+		return run, err
+	}
+	_ = waitFor(ctx, b.sizes.bcastGrace, func() bool { return int(arrived.Load()) >= run.Expected })
+	cpu1 := cpuOf(ds)
+	run.StoredMin = run.Sent
+	for i, d := range ds {
+		h, err := held(ctx, d, space)
+		if err != nil {
+			return run, err
+		}
+		run.StoredMin = min(run.StoredMin, h-held0[i])
+	}
+	stopFollow()
+	wg.Wait()
+	var lats []time.Duration
+	var perMsg []float64
+	for i, f := range fs {
+		run.Arrived += f.got
+		run.Duplicates += f.dups
+		lats = append(lats, f.lats...)
+		if f.got > 0 {
+			perMsg = append(perMsg, float64((cpu1[i]-cpu0[i]).Microseconds())/float64(f.got))
+		}
+	}
+	run.Lost = run.Expected - run.Arrived
+	run.Latency = latencies(lats)
+	for _, v := range perMsg {
+		run.CPUPerMsgUsMean += v / float64(len(perMsg))
+		run.CPUPerMsgUsMax = max(run.CPUPerMsgUsMax, v)
+	}
+	run.CPUPerMsgUsMean = round(run.CPUPerMsgUsMean, 1)
+	run.CPUPerMsgUsMax = round(run.CPUPerMsgUsMax, 1)
+	return run, ctx.Err()
+}
+
+// 3. A page in a large space.
+
+type pageResult struct {
+	benchCommon
+	Messages    int     `json:"messages"`
+	FillClients int     `json:"fill_clients"`
+	FillS       float64 `json:"fill_s"` // filling the space through the API
+	FillPerS    float64 `json:"fill_per_s"`
+	// Latencies of reading a 10-message page (GET …/messages?limit=10)
+	// at the start, in the middle and near the end (the last 50) of the
+	// space.
+	Start  benchLatency `json:"start"`
+	Middle benchLatency `json:"middle"`
+	Tail   benchLatency `json:"tail"`
+}
+
+func (r *pageResult) rows() [][2]string {
+	return [][2]string{
+		{fmt.Sprintf("fill %s messages through the API, %d clients", fmtCount(float64(r.Messages)), r.FillClients),
+			fmt.Sprintf("%.1f s (%s sends/s)", r.FillS, fmtCount(r.FillPerS))},
+		{"10-message page at the start", r.Start.String()},
+		{"10-message page in the middle", r.Middle.String()},
+		{"10-message page at the tail", r.Tail.String()},
+	}
+}
+
+func benchPage(ctx context.Context, b *bench, r *pageResult) error {
+	ds, err := b.startN(ctx, 1)
+	if err != nil {
+		return err
+	}
+	defer b.stop(ds...)
+	d, n := ds[0], b.sizes.pageMessages
+	const space = "bench-page"
+	if _, err := d.c.Join(ctx, space); err != nil {
+		return err
+	}
+	r.Messages, r.FillClients = n, b.sizes.fillClients
+	var middle, tail string
+	fill, err := fillSpace(ctx, b, d, space, n, func(i int, m api.Message) {
+		switch i {
+		case n / 2:
+			middle = m.Cursor
+		case n - 50: // concurrent sends: a page after it still has 10
+			tail = m.Cursor
+		}
+	})
+	r.FillS, r.FillPerS = round(fill.Seconds(), 1), perSecond(n, fill)
+	if err != nil {
+		return err
+	}
+	for _, at := range []struct {
+		after string
+		into  *benchLatency
+	}{{"", &r.Start}, {middle, &r.Middle}, {tail, &r.Tail}} {
+		if *at.into, err = pageReads(ctx, d.client(), space, at.after, b.sizes.pageReads); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fillSpace sends n messages to space through d's API from fillClients
+// clients at once, reporting progress every 15 s, and returns how long it
+// took.
+func fillSpace(ctx context.Context, b *bench, d *benchDaemon, space string, n int, onSent func(int, api.Message)) (time.Duration, error) {
+	b.logf("filling %s with %s messages through the API (%d clients)", d.name, fmtCount(float64(n)), b.sizes.fillClients)
+	var done atomic.Int64
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		t := time.NewTicker(15 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				b.logf("  %s of %s", fmtCount(float64(done.Load())), fmtCount(float64(n)))
+			}
+		}
+	}()
+	start := time.Now()
+	_, err := sendLoop(ctx, d, b.sizes.fillClients, space, n, 0, func(i int, m api.Message) {
+		done.Add(1)
+		if onSent != nil {
+			onSent(i, m)
+		}
+	})
+	took := time.Since(start)
+	if err != nil {
+		return took, err
+	}
+	if got, err := held(ctx, d, space); err != nil || got != n {
+		return took, fmt.Errorf("%d messages sent, the space holds %d (%v)", n, got, err)
+	}
+	return took, nil
+}
+
+// pageReads reads a 10-message page after cursor reads times, one at a time.
+func pageReads(ctx context.Context, c *client.Client, space, after string, reads int) (benchLatency, error) {
+	lats := make([]time.Duration, 0, reads)
+	for range reads {
+		t := time.Now()
+		p, err := c.Read(ctx, space, after, 10)
+		if err != nil {
+			return benchLatency{}, err
+		}
+		lats = append(lats, time.Since(t))
+		if len(p.Messages) != 10 {
+			return benchLatency{}, fmt.Errorf("a page after %q has %d messages, want 10", after, len(p.Messages))
+		}
+	}
+	return latencies(lats), nil
+}
+
+// 4. Calls through two daemons.
+
+type invokeResult struct {
+	benchCommon
+	Calls   int          `json:"calls"`
+	Latency benchLatency `json:"latency"` // one caller, one call at a time
+	// Concurrent8PerS is calls/s with 8 callers at once.
+	Concurrent8PerS float64 `json:"concurrent8_per_s"`
+	StreamFrames    int     `json:"stream_frames"` // deltas of one stream call
+	StreamPerS      float64 `json:"stream_frames_per_s"`
+	// StreamRTT is a libp2p stream round trip between the two daemons,
+	// timed inside the calling daemon: a health query on a new stream
+	// (the rtt_ms of GET /v1/peers/{peer}/health). HealthAPI is the same
+	// query timed by the bench, through the API.
+	StreamRTT benchLatency `json:"libp2p_stream_rtt"`
+	HealthAPI benchLatency `json:"health_api"`
+}
+
+func (r *invokeResult) rows() [][2]string {
+	return [][2]string{
+		{"invoke through 2 daemons' APIs, 1 caller, 1 at a time", r.Latency.String()},
+		{"invoke, 8 concurrent callers", fmtCount(r.Concurrent8PerS) + " calls/s"},
+		{fmt.Sprintf("stream invoke (%s deltas)", fmtCount(float64(r.StreamFrames))), fmtCount(r.StreamPerS) + " frames/s"},
+		{"libp2p stream round trip (health query, timed in the daemon)", r.StreamRTT.String()},
+		{"the same health query through the API", r.HealthAPI.String()},
+	}
+}
+
+func benchInvoke(ctx context.Context, b *bench, r *invokeResult) error {
+	ds, err := b.startN(ctx, 2)
+	if err != nil {
+		return err
+	}
+	defer b.stop(ds...)
+	a, h := ds[0], ds[1]
+	// Handlers take calls from trusted peers (by default): h trusts a.
+	if _, err := h.c.Trust(ctx, a.info.ID, "bench caller"); err != nil {
+		return fmt.Errorf("trust: %w", err)
+	}
+	// The handler agent serves echo (its input back) and count (N deltas).
+	sctx, stopServe := context.WithCancel(ctx)
+	ready := make(chan struct{})
+	served := make(chan error, 1)
+	go func() {
+		served <- h.client().Serve(sctx, api.HandlerRequest{Names: []string{"echo", "count"}, Concurrency: 64},
+			func(ctx context.Context, call api.IncomingCall, send func(json.RawMessage) error) (json.RawMessage, map[string]string, error) {
+				if call.Name != "count" {
+					return call.Input, nil, nil
+				}
+				n, err := strconv.Atoi(string(call.Input))
+				if err != nil {
+					return nil, nil, err
+				}
+				for i := range n {
+					if err := send(json.RawMessage(strconv.Itoa(i))); err != nil {
+						return nil, nil, err
+					}
+				}
+				return json.RawMessage(`"done"`), nil, nil
+			}, func() { close(ready) })
+	}()
+	defer func() { stopServe(); <-served }()
+	select {
+	case <-ready:
+	case err := <-served:
+		served <- err
+		return fmt.Errorf("handler: %w", err)
+	case <-time.After(30 * time.Second):
+		return fmt.Errorf("handler: not registered after 30 s")
+	}
+
+	echo := api.InvokeRequest{Peer: h.info.ID, Name: "echo", Input: json.RawMessage(`{"ping":1}`)}
+	invoke := func(c *client.Client) error {
+		out, err := c.Invoke(ctx, echo)
+		if err == nil && string(out.Output) != string(echo.Input) {
+			err = fmt.Errorf("echo answered %s", out.Output)
+		}
+		return err
+	}
+	ca := a.client()
+	for range 50 { // warm up: connections, streams
+		if err := invoke(ca); err != nil {
+			return fmt.Errorf("invoke: %w", err)
+		}
+	}
+	lats := make([]time.Duration, 0, b.sizes.invokeCalls)
+	for range b.sizes.invokeCalls {
+		t := time.Now()
+		if err := invoke(ca); err != nil {
+			return fmt.Errorf("invoke: %w", err)
+		}
+		lats = append(lats, time.Since(t))
+	}
+	r.Calls, r.Latency = len(lats), latencies(lats)
+
+	var calls atomic.Int64
+	callers := clients(a, 8)
+	start := time.Now()
+	err = parallel(len(callers), len(callers), func(w int) error {
+		for calls.Add(1) <= int64(2*b.sizes.invokeCalls) {
+			if err := invoke(callers[w]); err != nil {
+				return fmt.Errorf("invoke: %w", err)
+			}
+		}
+		return nil
+	})
+	r.Concurrent8PerS = perSecond(2*b.sizes.invokeCalls, time.Since(start))
+	if err != nil {
+		return err
+	}
+
+	deltas := 0
+	start = time.Now()
+	err = ca.InvokeStream(ctx, api.InvokeRequest{Peer: h.info.ID, Name: "count", Input: json.RawMessage(strconv.Itoa(b.sizes.streamFrames))},
+		func(f api.Frame) error {
+			if f.Kind == "delta" {
+				deltas++
+			}
+			return nil
+		})
+	r.StreamFrames, r.StreamPerS = deltas, perSecond(deltas, time.Since(start))
+	if err != nil {
+		return fmt.Errorf("stream invoke: %w", err)
+	}
+	if deltas != b.sizes.streamFrames {
+		return fmt.Errorf("stream invoke: %d deltas, want %d", deltas, b.sizes.streamFrames)
+	}
+
+	var rtts, apis []time.Duration
+	for range b.sizes.healthPings {
+		t := time.Now()
+		hl, err := ca.Health(ctx, h.info.ID)
+		if err != nil {
+			return fmt.Errorf("health: %w", err)
+		}
+		apis = append(apis, time.Since(t))
+		rtts = append(rtts, time.Duration(hl.RTTMillis*float64(time.Millisecond)))
+	}
+	r.StreamRTT, r.HealthAPI = latencies(rtts), latencies(apis)
+	return nil
+}
+
+// 5. A late joiner.
+
+type catchupResult struct {
+	benchCommon
+	Messages int     `json:"messages"`
+	FillS    float64 `json:"fill_s"` // filling the member through its API
+	// From the joiner's process start: its API answers (UpS), and its
+	// space holds every message (CaughtUpS).
+	UpS       float64 `json:"joiner_up_s"`
+	CaughtUpS float64 `json:"caught_up_s"`
+	PerS      float64 `json:"per_s"` // messages / CaughtUpS
+	// The largest RssAnon sampled (every 250 ms) of the member while it
+	// was filled, of the member while the joiner caught up, and of the
+	// joiner.
+	FillPeakRSSAnonMB   float64 `json:"fill_peak_rss_anon_mb"`
+	MemberPeakRSSAnonMB float64 `json:"member_peak_rss_anon_mb"`
+	JoinerPeakRSSAnonMB float64 `json:"joiner_peak_rss_anon_mb"`
+}
+
+func (r *catchupResult) rows() [][2]string {
+	return [][2]string{
+		{fmt.Sprintf("a late joiner fetches %s messages (from its start)", fmtCount(float64(r.Messages))),
+			fmt.Sprintf("%.1f s (%s msgs/s); its API up after %.2f s", r.CaughtUpS, fmtCount(r.PerS), r.UpS)},
+		{"  the member filled through its API first", fmt.Sprintf("%.1f s", r.FillS)},
+		{"  peak RssAnon: member while filled, member while serving, joiner", fmt.Sprintf("%.1f MB, %.1f MB, %.1f MB", r.FillPeakRSSAnonMB, r.MemberPeakRSSAnonMB, r.JoinerPeakRSSAnonMB)},
+	}
+}
+
+func benchCatchup(ctx context.Context, b *bench, r *catchupResult) error {
+	ds, err := b.startN(ctx, 1)
+	if err != nil {
+		return err
+	}
+	defer b.stop(ds...)
+	member, n := ds[0], b.sizes.catchup
+	const space = "bench-catchup"
+	if _, err := member.c.Join(ctx, space); err != nil {
+		return err
+	}
+	r.Messages = n
+	fill, err := fillSpace(ctx, b, member, space, n, nil)
+	r.FillS = round(fill.Seconds(), 1)
+	if err != nil {
+		return err
+	}
+	r.FillPeakRSSAnonMB = mb(b.takePeak(member))
+	b.logf("catchup: a joiner fetches %s messages", fmtCount(float64(n)))
+	j, err := b.start(ctx, member.addr())
+	if err != nil {
+		return err
+	}
+	defer b.stop(j)
+	r.UpS = round(time.Since(j.started).Seconds(), 2)
+	if _, err := j.c.Join(ctx, space); err != nil {
+		return err
+	}
+	got := 0
+	err = waitFor(ctx, 10*time.Minute, func() bool {
+		got, err = held(ctx, j, space)
+		return j.exited() || (err == nil && got >= n)
+	})
+	caught := time.Since(j.started)
+	switch {
+	case j.exited():
+		return fmt.Errorf("the joiner exited: %s", tail(j.home+"/daemon.log"))
+	case err != nil:
+		return fmt.Errorf("the joiner holds %d of %d messages: %w", got, n, err)
+	}
+	r.CaughtUpS, r.PerS = round(caught.Seconds(), 2), perSecond(n, caught)
+	time.Sleep(300 * time.Millisecond) // a last sample
+	r.MemberPeakRSSAnonMB, r.JoinerPeakRSSAnonMB = mb(b.takePeak(member)), mb(b.takePeak(j))
+	return nil
+}
+
+// 6. Memory and CPU at rest.
+
+type memoryResult struct {
+	benchCommon
+	// A daemon with one space of 10 messages and one peer, IdleAfterS
+	// after its start: its RSS split into anonymous memory (heap, stacks)
+	// and file-backed (the binary's pages, mapped files), and its CPU use
+	// over IdleForS, in % of one core.
+	IdleAfterS     float64 `json:"idle_after_s"`
+	RSSAnonMB      float64 `json:"rss_anon_mb"`
+	RSSFileMB      float64 `json:"rss_file_mb"`
+	RSSMB          float64 `json:"rss_mb"`
+	IdleForS       float64 `json:"idle_for_s"`
+	IdleCPUPercent float64 `json:"idle_cpu_percent"`
+}
+
+func (r *memoryResult) rows() [][2]string {
+	return [][2]string{
+		{"idle daemon RSS (one space, 10 messages, one peer)", fmt.Sprintf("RssAnon %.1f MB, RssFile %.1f MB (VmRSS %.1f MB)", r.RSSAnonMB, r.RSSFileMB, r.RSSMB)},
+		{fmt.Sprintf("idle daemon CPU over %.0f s", r.IdleForS), fmt.Sprintf("%.2f %% of one core", r.IdleCPUPercent)},
+	}
+}
+
+func benchMemory(ctx context.Context, b *bench, r *memoryResult) error {
+	ds, err := b.startN(ctx, 2)
+	if err != nil {
+		return err
+	}
+	defer b.stop(ds...)
+	const space = "bench-idle"
+	if err := joinAll(ctx, ds, space); err != nil {
+		return err
+	}
+	if _, err := sendLoop(ctx, ds[1], 1, space, 10, 0, nil); err != nil {
+		return err
+	}
+	d := ds[0]
+	if err := waitFor(ctx, 30*time.Second, func() bool { n, err := held(ctx, d, space); return err == nil && n >= 10 }); err != nil {
+		return fmt.Errorf("the 10 messages did not arrive: %w", err)
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(b.sizes.idleSettle):
+	}
+	cpu0, err := procCPU(d.pid())
+	if err != nil {
+		return err
+	}
+	t0 := time.Now()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(b.sizes.idleFor):
+	}
+	cpu1, err := procCPU(d.pid())
+	if err != nil {
+		return err
+	}
+	idle := time.Since(t0)
+	m, err := procMem(d.pid())
+	if err != nil {
+		return err
+	}
+	r.IdleAfterS = round(time.Since(d.started).Seconds(), 1)
+	r.RSSAnonMB, r.RSSFileMB, r.RSSMB = mb(m.anon), mb(m.file), mb(m.rss)
+	r.IdleForS = round(idle.Seconds(), 1)
+	r.IdleCPUPercent = round(100*(cpu1-cpu0).Seconds()/idle.Seconds(), 2)
+	return nil
+}
+
+// 7. Many daemons in one space.
+
+type manyResult struct {
+	benchCommon
+	Daemons int     `json:"daemons"`
+	Running int     `json:"running"` // still running at the end
+	StartS  float64 `json:"start_s"` // until every daemon's API answered
+	// MeshS is how long after joining every daemon saw at least one peer
+	// in the space's topic; then MinTopicPeers and MeanTopicPeers.
+	MeshS          float64 `json:"mesh_s"`
+	MinTopicPeers  int     `json:"min_topic_peers"`
+	MeanTopicPeers float64 `json:"mean_topic_peers"`
+	Sent           int     `json:"sent"`   // by as many daemons, one after the other
+	SendS          float64 `json:"send_s"` // the sends took
+	AllDelivered   bool    `json:"all_delivered"`
+	DeliveryS      float64 `json:"delivery_s"` // first send → every daemon holds every message
+	MinHeld        int     `json:"min_held"`   // fewest messages a daemon holds at the end
+	// Memory of all the daemons once delivered: RSS counts the pages they
+	// share (the binary) once per daemon, PSS divides them among them.
+	TotalRSSMB     float64 `json:"total_rss_mb"`
+	TotalRSSAnonMB float64 `json:"total_rss_anon_mb"`
+	TotalPSSMB     float64 `json:"total_pss_mb"`
+	MeanRSSAnonMB  float64 `json:"mean_rss_anon_mb"`
+}
+
+func (r *manyResult) rows() [][2]string {
+	delivered := fmt.Sprintf("yes, %.1f s after the first send (the sends took %.1f s)", r.DeliveryS, r.SendS)
+	if !r.AllDelivered {
+		delivered = fmt.Sprintf("NO: the fewest held is %d of %d", r.MinHeld, r.Sent)
+	}
+	return [][2]string{
+		{fmt.Sprintf("%d daemons started, %d running at the end", r.Daemons, r.Running), fmt.Sprintf("%.1f s to start all", r.StartS)},
+		{"  gossip mesh", fmt.Sprintf("%.1f s after joining; topic peers: fewest %d, mean %.1f", r.MeshS, r.MinTopicPeers, r.MeanTopicPeers)},
+		{fmt.Sprintf("  every daemon holds all %d messages", r.Sent), delivered},
+		{"  total memory", fmt.Sprintf("RSS %.0f MB (RssAnon %.0f MB, %.1f MB per daemon), PSS %.0f MB", r.TotalRSSMB, r.TotalRSSAnonMB, r.MeanRSSAnonMB, r.TotalPSSMB)},
+	}
+}
+
+func benchMany(ctx context.Context, b *bench, r *manyResult) error {
+	n := b.sizes.manyDaemons
+	r.Daemons = n
+	start := time.Now()
+	ds, err := b.startN(ctx, n)
+	if err != nil {
+		return err
+	}
+	defer b.stop(ds...)
+	r.StartS = round(time.Since(start).Seconds(), 1)
+	const space = "bench-many"
+	if err := joinAll(ctx, ds, space); err != nil {
+		return err
+	}
+	wait, _, err := waitMesh(ctx, ds, space, 1, 60*time.Second)
+	r.MeshS = round(wait.Seconds(), 1)
+	if err != nil {
+		return err
+	}
+	if r.MinTopicPeers, r.MeanTopicPeers, err = topicPeers(ctx, ds, space); err != nil {
+		return err
+	}
+	r.MeanTopicPeers = round(r.MeanTopicPeers, 1)
+	k := b.sizes.manyMessages
+	first := time.Now()
+	for i := range k {
+		if _, err := ds[i*n/k].c.Send(ctx, space, api.SendRequest{Content: benchContent(i)}); err != nil {
+			return fmt.Errorf("send: %w", err)
+		}
+		r.Sent++
+	}
+	r.SendS = round(time.Since(first).Seconds(), 2)
+	err = waitFor(ctx, b.sizes.deliverWithin, func() bool {
+		least := -1
+		for _, d := range ds {
+			h, err := held(ctx, d, space)
+			if err != nil {
+				h = 0
+			}
+			if least < 0 || h < least {
+				least = h
+			}
+		}
+		r.MinHeld = least
+		return least >= k
+	})
+	r.AllDelivered = err == nil
+	if r.AllDelivered {
+		r.DeliveryS = round(time.Since(first).Seconds(), 2)
+	}
+	var anon, rss, pss int64
+	for _, d := range ds {
+		if !d.exited() {
+			r.Running++
+		}
+		m, _ := procMem(d.pid())
+		p, _ := procPSS(d.pid())
+		anon, rss, pss = anon+m.anon, rss+m.rss, pss+p
+	}
+	r.TotalRSSAnonMB, r.TotalRSSMB, r.TotalPSSMB = mb(anon), mb(rss), mb(pss)
+	r.MeanRSSAnonMB = mb(anon / int64(n))
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	switch {
+	case r.Running < n:
+		return fmt.Errorf("%d of %d daemons exited", n-r.Running, n)
+	case !r.AllDelivered:
+		return fmt.Errorf("not every daemon holds every message after %v: the fewest held is %d of %d", b.sizes.deliverWithin, r.MinHeld, k)
+	}
+	return nil
+}

@@ -1,0 +1,162 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weftmesh/weft/internal/testbed"
+)
+
+// TestBenchQuick runs `weft bench --quick --json` from the built binary and
+// checks that every scenario reports sane figures (non-zero, no
+// thresholds: the machine is shared) and that no daemon or home is left.
+func TestBenchQuick(t *testing.T) {
+	bin := testbed.Weft(t)
+	tmp := benchTmp(t)
+	start := time.Now()
+	p := testbed.Run(t, nil, []string{"TMPDIR=" + tmp}, bin, "bench", "--quick", "--json")
+	if err := p.Wait(5 * time.Minute); err != nil {
+		t.Fatalf("weft bench --quick --json: %v\nstderr:\n%s", err, p.Stderr)
+	}
+	t.Logf("weft bench --quick took %v", time.Since(start).Round(time.Second))
+	stdout := []byte(p.Stdout.String())
+	checkNoBenchLeft(t, tmp)
+
+	if n := strings.Count(strings.TrimSpace(string(stdout)), "\n"); n != 0 {
+		t.Errorf("want one line of JSON, got %d lines", n+1)
+	}
+	var keys struct {
+		Scenarios map[string]json.RawMessage `json:"scenarios"`
+	}
+	if err := json.Unmarshal(stdout, &keys); err != nil {
+		t.Fatalf("decode %s: %v", stdout, err)
+	}
+	for _, s := range benchScenarios() {
+		if _, ok := keys.Scenarios[s.name]; !ok {
+			t.Fatalf("scenario %q missing from %s", s.name, stdout)
+		}
+	}
+	var r benchReport
+	if err := json.Unmarshal(stdout, &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.CPUs < 1 || r.Seconds <= 0 || r.PeakRSSAnonMB <= 0 || r.Version == "" || !r.Quick {
+		t.Errorf("run: %+v", r)
+	}
+	lat := func(what string, l benchLatency) {
+		t.Helper()
+		if l.N == 0 || l.P50Ms <= 0 || l.P99Ms < l.P50Ms || l.MaxMs < l.P99Ms {
+			t.Errorf("%s latency: %+v", what, l)
+		}
+	}
+	lat("fsync", r.Fsync)
+	s := r.Scenarios
+	results := []benchResult{s.Sends, s.Broadcast, s.Page, s.Invoke, s.Catchup, s.Memory, s.Many}
+	for i, res := range results {
+		c := res.common()
+		if c.Error != "" || c.Seconds <= 0 || c.PeakRSSAnonMB <= 0 {
+			t.Errorf("%s: %+v", benchScenarios()[i].name, *c)
+		}
+	}
+	for _, run := range []sendRun{s.Sends.One, s.Sends.Eight} {
+		if run.Sends == 0 || run.PerSecond <= 0 {
+			t.Errorf("sends: %+v", run)
+		}
+		lat("send", run.Latency)
+	}
+	if s.Sends.One.Clients != 1 || s.Sends.Eight.Clients != 8 {
+		t.Errorf("sends: %+v", s.Sends)
+	}
+	if len(s.Broadcast.Runs) == 0 || s.Broadcast.Daemons < 2 {
+		t.Fatalf("broadcast: %+v", s.Broadcast)
+	}
+	for _, run := range s.Broadcast.Runs {
+		if run.Sent == 0 || run.AchievedPerS <= 0 || run.Arrived == 0 || run.CPUPerMsgUsMean <= 0 ||
+			run.Expected != run.Sent*(s.Broadcast.Daemons-1) || run.Lost != run.Expected-run.Arrived {
+			t.Errorf("broadcast: %+v", run)
+		}
+		lat("broadcast", run.Latency)
+	}
+	if p := s.Page; p.Messages == 0 || p.FillPerS <= 0 {
+		t.Errorf("page: %+v", p)
+	}
+	lat("page start", s.Page.Start)
+	lat("page middle", s.Page.Middle)
+	lat("page tail", s.Page.Tail)
+	if iv := s.Invoke; iv.Calls == 0 || iv.Concurrent8PerS <= 0 || iv.StreamFrames == 0 || iv.StreamPerS <= 0 {
+		t.Errorf("invoke: %+v", iv)
+	}
+	lat("invoke", s.Invoke.Latency)
+	lat("libp2p stream", s.Invoke.StreamRTT)
+	lat("health", s.Invoke.HealthAPI)
+	if c := s.Catchup; c.Messages == 0 || c.CaughtUpS <= 0 || c.PerS <= 0 || c.UpS <= 0 || c.UpS > c.CaughtUpS {
+		t.Errorf("catchup: %+v", c)
+	}
+	// Idle CPU is counted in 10 ms ticks: it may well be 0 over a few seconds.
+	if m := s.Memory; m.RSSAnonMB <= 0 || m.RSSFileMB <= 0 || m.RSSMB < m.RSSAnonMB || m.IdleForS <= 0 || m.IdleCPUPercent < 0 {
+		t.Errorf("memory: %+v", m)
+	}
+	if m := s.Many; m.Daemons < 2 || m.Running != m.Daemons || !m.AllDelivered || m.MinHeld != m.Sent || m.Sent == 0 ||
+		m.TotalRSSMB <= 0 || m.TotalPSSMB <= 0 || m.TotalRSSAnonMB <= 0 {
+		t.Errorf("many: %+v", m)
+	}
+}
+
+// TestBenchInterrupted: Ctrl-C while the daemons run stops them all and
+// removes their homes.
+func TestBenchInterrupted(t *testing.T) {
+	bin := testbed.Weft(t)
+	tmp := benchTmp(t)
+	p := testbed.Run(t, nil, []string{"TMPDIR=" + tmp}, bin, "bench", "--quick", "--scenarios", "many")
+	testbed.Poll(t, 60*time.Second, "daemons' sockets", func() (bool, string) {
+		socks, _ := filepath.Glob(filepath.Join(tmp, "wb-*", "d*", "weft.sock"))
+		return len(socks) >= 2, strings.Join(socks, " ")
+	})
+	// To weft bench alone (it leads its own process group): it must stop
+	// the daemons itself.
+	_ = p.Signal(os.Interrupt)
+	err := p.Wait(60 * time.Second)
+	if ee, ok := errors.AsType[*exec.ExitError](err); !ok || ee.ExitCode() != 130 {
+		t.Errorf("interrupted weft bench: %v, want exit status 130\nstderr:\n%s", err, p.Stderr)
+	}
+	checkNoBenchLeft(t, tmp)
+}
+
+// benchTmp returns a temporary dir for weft bench's TMPDIR, short enough
+// for socket paths.
+func benchTmp(t *testing.T) string {
+	t.Helper()
+	d, err := os.MkdirTemp("", "wbt-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
+
+// checkNoBenchLeft fails unless tmp is empty and no process runs with it
+// in its command line (the daemons' --home is under it).
+func checkNoBenchLeft(t *testing.T, tmp string) {
+	t.Helper()
+	left, err := os.ReadDir(tmp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range left {
+		t.Errorf("left behind in TMPDIR: %s", e.Name())
+	}
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err == nil && bytes.Contains(b, []byte(tmp)) {
+			t.Errorf("left running: %s", bytes.ReplaceAll(b, []byte{0}, []byte{' '}))
+		}
+	}
+}
