@@ -150,8 +150,8 @@ type probe struct {
 	Sent   int64 `json:"sent"` // Unix ns
 }
 
-// latencies collects the delivery times of members' messages.
-type latencies struct {
+// floodLatencies collects the delivery times of members' messages.
+type floodLatencies struct {
 	mu   sync.Mutex
 	got  map[[3]int]time.Duration // member, seq, receiver → latency
 	sent map[[2]int]string        // member, seq → the phase it was sent in
@@ -166,7 +166,7 @@ const (
 
 // summary returns the count, the missing, p50, p99 and max of the
 // deliveries of the messages sent in phase (all phases if "").
-func (l *latencies) summary(phase string, receivers int) (n, missing int, p50, p99, worst time.Duration) {
+func (l *floodLatencies) summary(phase string, receivers int) (n, missing int, p50, p99, worst time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var all []time.Duration
@@ -236,7 +236,7 @@ func TestFloodResistance(t *testing.T) {
 	}
 
 	// Every daemon follows the space; members' messages are timed.
-	lat := &latencies{got: map[[3]int]time.Duration{}, sent: map[[2]int]string{}}
+	lat := &floodLatencies{got: map[[3]int]time.Duration{}, sent: map[[2]int]string{}}
 	var floodSeen [nMembers]atomic.Int64
 	fctx, stopFollow := context.WithCancel(ctx)
 	var followers sync.WaitGroup
