@@ -29,6 +29,16 @@ func (c Config) rates() mesh.RateLimits {
 	return c.Rates
 }
 
+// paceRate is the author rate this node's own posts are paced below:
+// none when the rate limits are off (no peer would ignore them).
+func (c Config) paceRate() rate.Rate {
+	r := c.rates()
+	if r.Off {
+		return rate.Rate{}
+	}
+	return r.Author
+}
+
 // probation returns the stranger probation in effect.
 func (c Config) probation() time.Duration {
 	switch {

@@ -100,7 +100,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	n := &Node{cfg: cfg, log: log, key: key, store: st, handlers: newHandlers(), started: time.Now(),
 		trust: trust, gate: policy.NewGate(cfg.DM),
-		limits: spaceLimits{own: make(map[protocol.ID]store.SpaceLimits)}, pacer: newPacer(cfg.rates().Author)}
+		limits: spaceLimits{own: make(map[protocol.ID]store.SpaceLimits)}, pacer: newPacer(cfg.paceRate())}
 	n.handlers.rel = trust
 	defer func() {
 		if err != nil {
