@@ -61,6 +61,9 @@ var depRules = []depRule{
 	{pkgs: mod + "/node/localapi", forbid: []string{p2p, pubsub, kaddht, badger, mod + "/node/daemon", mod + "/node/mcp"}, direct: true},
 	// Who may reach a node: decisions only, with no network, store or HTTP.
 	{pkgs: mod + "/node/policy", forbid: []string{mod, p2p, pubsub, kaddht, badger, "net/http"}, allow: []string{mod + "/node/policy", mod + "/internal/atomicfile"}},
+	// The loopback listener guards routes that others mount: it knows
+	// none of the daemon's parts.
+	{pkgs: mod + "/node/web", forbid: []string{mod, p2p, pubsub, kaddht, badger}, allow: []string{mod + "/node/web"}},
 	// The outbox sees the store and the network only through its own
 	// interfaces.
 	{pkgs: mod + "/node/outbox", forbid: []string{mod + "/mesh", mod + "/node", "net/http", p2p, badger}, allow: []string{mod + "/node/outbox"}, direct: true},

@@ -28,6 +28,7 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 	maxAge := fs.Duration("max-age", protocol.DefaultMaxAge, "refuse messages from the network created longer ago than this, e.g. 720h (0: no bound; stored messages are always readable)")
 	name := fs.String("name", "", "this agent's name, for its agent card (kept)")
 	desc := fs.String("description", "", "what this agent does, for its agent card (kept)")
+	webListen := fs.String("web", "127.0.0.1:0", "serve the loopback HTTP listener (web view, metrics, A2A) on this loopback address (port 0 picks one; \"off\" serves none), behind the token in <home>/web.token")
 	mcpListen := fs.String("mcp-listen", "", "also serve MCP (streamable HTTP at /mcp) on this loopback address, e.g. 127.0.0.1:7777, behind a bearer token ($WEFT_MCP_TOKEN, else a random one; written to <home>/mcp.token)")
 	socketGroup := fs.String("socket-group", "", "also let the members of this group use the API socket (the socket becomes 0660 and the home 0710, of that group); the daemon's user and root always may, nobody else")
 	maxConns := fs.Int("api-max-conns", weftd.DefaultMaxConns, "most connections the API socket (and the MCP endpoint) serves at once; more wait their turn")
@@ -102,6 +103,9 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 	cfg.Relay = *relay
 	cfg.Conns.Inbound, cfg.Conns.PerIP = *maxInbound, *perIP
 	cfg.MCPListen, cfg.MCPToken = *mcpListen, os.Getenv("WEFT_MCP_TOKEN")
+	if *webListen != "off" {
+		cfg.WebListen = *webListen
+	}
 	cfg.SocketGroup = *socketGroup
 	if *maxConns <= 0 {
 		return usageError{fmt.Sprintf("--api-max-conns %d: want at least 1", *maxConns)}

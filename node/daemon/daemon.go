@@ -22,6 +22,7 @@ import (
 	"github.com/weftmesh/weft/node"
 	"github.com/weftmesh/weft/node/client"
 	"github.com/weftmesh/weft/node/localapi"
+	"github.com/weftmesh/weft/node/web"
 	weftmcp "github.com/weftmesh/weft/node/mcp"
 )
 
@@ -36,6 +37,12 @@ type Config struct {
 	// MCPToken is that endpoint's bearer token; empty: a random one. Either
 	// way it is written to <home>/mcp.token (mode 0600) at start.
 	MCPToken string
+
+	// WebListen, when set, serves the loopback HTTP listener (node/web:
+	// what a browser or an HTTP-only local tool reaches) on this loopback
+	// TCP address (host:port; port 0 picks one), behind the token in
+	// <home>/web.token.
+	WebListen string
 
 	// SocketGroup, when set, is a group (name or number) whose members may
 	// use the API socket too. The socket admits only the daemon's own user
@@ -64,6 +71,11 @@ func (c Config) Validate() error {
 	if c.MCPListen != "" {
 		if err := checkLoopback(c.MCPListen); err != nil {
 			return fmt.Errorf("config: %w", err)
+		}
+	}
+	if c.WebListen != "" {
+		if err := web.CheckLoopback(c.WebListen); err != nil {
+			return fmt.Errorf("config: web: %w", err)
 		}
 	}
 	if t := strings.TrimSpace(c.MCPToken); t != "" && len(t) < minMCPToken {
@@ -116,6 +128,10 @@ type Daemon struct {
 	mcpSrv *http.Server // MCP on loopback TCP, when configured
 	mcpLn  net.Listener
 
+	web    *web.Server  // the loopback HTTP listener's routes, when configured
+	webSrv *http.Server // and its server
+	webLn  net.Listener
+
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	once   sync.Once
@@ -147,6 +163,11 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 	d.api = d.newServer(bg, api) // Close ends streams through bg
 	if cfg.MCPListen != "" {
 		if err := d.listenMCP(bg); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.WebListen != "" {
+		if err := d.listenWeb(bg); err != nil {
 			return nil, err
 		}
 	}
@@ -184,7 +205,7 @@ func (d *Daemon) Close() error {
 		if d.cancel != nil {
 			d.cancel() // ends event streams
 		}
-		for _, srv := range []*http.Server{d.api, d.mcpSrv} {
+		for _, srv := range []*http.Server{d.api, d.mcpSrv, d.webSrv} {
 			if srv == nil {
 				continue
 			}
