@@ -28,6 +28,9 @@ type bench struct {
 	root   string // temporary dir holding every daemon's home
 	sizes  benchSizes
 	stderr io.Writer
+	// profile, if set, is where each daemon writes its profiles (a
+	// directory per daemon, named like its home).
+	profile string
 
 	stopSampler context.CancelFunc
 	sampled     chan struct{}
@@ -134,6 +137,9 @@ func (b *bench) start(ctx context.Context, boot ...string) (*benchDaemon, error)
 	args := []string{"daemon", "--home", home, "--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns", "--log-level", "warn", "--no-rate-limits"}
 	for _, a := range boot {
 		args = append(args, "--bootstrap", a)
+	}
+	if b.profile != "" {
+		args = append(args, "--profile", filepath.Join(b.profile, name))
 	}
 	d := &benchDaemon{name: name, home: home, c: &client.Client{Home: home}, done: make(chan struct{})}
 	d.cmd = exec.Command(b.self, args...)
