@@ -65,11 +65,14 @@ const (
 func badgerOptions(opts Options, logger *slog.Logger) badger.Options {
 	dir := opts.Dir
 	threshold := int64(1 * kib)
+	memtable := int64(4 * mib)
 	if opts.InMemory {
 		dir = "" // badger refuses a directory in memory mode
 		// In memory there is no value log and a value may not exceed the
 		// threshold: raise it to Badger's maximum, the protocol's 1 MiB limit.
 		threshold = 1 * mib
+		// A value must fit a write batch, 15% of a memtable.
+		memtable = 8 * mib
 	}
 	o := badger.DefaultOptions(dir).
 		WithInMemory(opts.InMemory).
@@ -82,7 +85,7 @@ func badgerOptions(opts Options, logger *slog.Logger) badger.Options {
 		// at a million messages those builders held ~150 MB; with a
 		// multiplier of 1 every table is BaseTableSize and the L0 tables
 		// (a flushed memtable) MemTableSize, so a builder stays ~4–8 MiB.
-		WithMemTableSize(4 * mib).
+		WithMemTableSize(memtable).
 		WithNumMemtables(2).
 		WithNumLevelZeroTables(3).
 		WithNumLevelZeroTablesStall(8).
