@@ -56,17 +56,8 @@ func (m *Mesh) repairGap(ctx context.Context, s *space, msg *protocol.Message, f
 		return
 	}
 	g := &s.gaps
-	g.mu.Lock()
-	for _, p := range missing {
-		if len(g.missing) < maxGapParents {
-			g.missing = append(g.missing, gapParent{p, from})
-		}
-	}
-	arm := !g.armed
-	g.armed = true
-	g.mu.Unlock()
-	if !arm {
-		return
+	if !g.note(missing, from) {
+		return // armed already: its check will see these too
 	}
 	s.wg.Go(func() {
 		t := time.NewTimer(gapDelay)
@@ -76,15 +67,43 @@ func (m *Mesh) repairGap(ctx context.Context, s *space, msg *protocol.Message, f
 		case <-ctx.Done():
 			return
 		}
-		g.mu.Lock()
-		pending := g.missing
-		g.missing, g.armed = nil, false
-		g.mu.Unlock()
-		for _, p := range pending {
-			if has, err := m.history.Has(p.id); err == nil && !has {
-				m.sync.Trigger(p.from, s.id)
-				return
-			}
+		if p, ok := stillMissing(g.take(), m.history.Has); ok {
+			m.sync.Trigger(p, s.id)
 		}
 	})
+}
+
+// note records missing parents relayed by from and reports whether the
+// gap check must be armed (it was not).
+func (g *gaps) note(missing []protocol.ID, from peer.ID) (arm bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, p := range missing {
+		if len(g.missing) < maxGapParents {
+			g.missing = append(g.missing, gapParent{p, from})
+		}
+	}
+	arm = !g.armed
+	g.armed = true
+	return arm
+}
+
+// take returns the parents noted and disarms the check.
+func (g *gaps) take() []gapParent {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	pending := g.missing
+	g.missing, g.armed = nil, false
+	return pending
+}
+
+// stillMissing returns the peer to repair from: the relay of the first
+// parent that has still not arrived.
+func stillMissing(pending []gapParent, has func(protocol.ID) (bool, error)) (peer.ID, bool) {
+	for _, p := range pending {
+		if ok, err := has(p.id); err == nil && !ok {
+			return p.from, true
+		}
+	}
+	return "", false
 }
