@@ -41,6 +41,7 @@ type space struct {
 	sub    *pubsub.Subscription
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	gaps   gaps // waiting for gossip to fill them (see repairGap)
 }
 
 // JoinSpace subscribes to space's topic, delivering its messages to sink,
@@ -244,7 +245,7 @@ func (m *Mesh) deliver(ctx context.Context, s *space, sink Sink, msg *protocol.M
 		}
 		return
 	}
-	m.repairGap(s.id, msg, from)
+	m.repairGap(ctx, s, msg, from)
 }
 
 // Publish broadcasts msg to its space, which must be joined. The message is

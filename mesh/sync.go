@@ -72,34 +72,33 @@ func (m *Mesh) syncLoop(ctx context.Context, s *space) {
 	}
 }
 
-// repairGap starts a sync with from, which relayed msg, if this node lacks
-// any of msg's parents: gossip missed something (sent before this node
-// joined, while it was away, or lost in a mesh change).
-func (m *Mesh) repairGap(space protocol.ID, msg *protocol.Message, from peer.ID) {
-	if m.sync == nil {
-		return
-	}
-	for _, p := range msg.Prev {
-		has, err := m.history.Has(p)
-		if err == nil && !has {
-			m.sync.Trigger(from, space)
-			return
-		}
-	}
-}
-
 var errSyncOff = errors.New("sync is off (no history store)")
 
 // spreadFanout is how many other members a session that brought news is
 // passed on to.
 const spreadFanout = 3
 
+// spreadEvery is how often at most a space's sessions spread (see spread).
+// In a busy space nearly every session brings something (what gossip was
+// about to deliver anyway), and spreading each one made every session
+// start three more: a sync storm.
+const spreadEvery = 5 * time.Second
+
 // spread syncs the space with up to spreadFanout random members other than
 // from, after a session with from brought new messages: they likely lack
 // them too, and those that fetch them pass them on in turn (epidemic
 // style: after a partition heals, one bridge is enough). Members that are
 // in sync answer in one round trip and fetch nothing, so it stops by itself.
+// A space spreads at most once per spreadEvery.
 func (m *Mesh) spread(from peer.ID, space protocol.ID, _ int) {
+	now := time.Now()
+	m.spreadMu.Lock()
+	if last, ok := m.spreadAt[space]; ok && now.Sub(last) < spreadEvery {
+		m.spreadMu.Unlock()
+		return
+	}
+	m.spreadAt[space] = now
+	m.spreadMu.Unlock()
 	peers := m.SpacePeers(space)
 	rand.Shuffle(len(peers), func(i, j int) { peers[i], peers[j] = peers[j], peers[i] })
 	n := 0

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
 
 	"github.com/weftmesh/weft/protocol"
 )
@@ -64,23 +65,37 @@ const (
 func badgerOptions(opts Options, logger *slog.Logger) badger.Options {
 	dir := opts.Dir
 	threshold := int64(1 * kib)
+	memtable := int64(4 * mib)
 	if opts.InMemory {
 		dir = "" // badger refuses a directory in memory mode
 		// In memory there is no value log and a value may not exceed the
 		// threshold: raise it to Badger's maximum, the protocol's 1 MiB limit.
 		threshold = 1 * mib
+		// A value must fit a write batch, 15% of a memtable.
+		memtable = 8 * mib
 	}
-	return badger.DefaultOptions(dir).
+	o := badger.DefaultOptions(dir).
 		WithInMemory(opts.InMemory).
 		WithSyncWrites(true).
 		WithDetectConflicts(true). // duplicate Puts and head races are found by conflicts
-		WithMemTableSize(8 * mib).
+		// Memory: Badger builds each new table whole in memory (twice
+		// its target size up front), several at once per compaction, and
+		// keeps up to 8 of those buffers pooled. With the default table
+		// size multiplier the deep levels' tables grow to tens of MiB and
+		// at a million messages those builders held ~150 MB; with a
+		// multiplier of 1 every table is BaseTableSize and the L0 tables
+		// (a flushed memtable) MemTableSize, so a builder stays ~4–8 MiB.
+		WithMemTableSize(memtable).
 		WithNumMemtables(2).
-		WithNumLevelZeroTables(2).
-		WithNumLevelZeroTablesStall(4).
+		WithNumLevelZeroTables(3).
+		WithNumLevelZeroTablesStall(8).
 		WithBaseTableSize(2 * mib).
+		WithBaseLevelSize(8 * mib).
 		WithBlockCacheSize(16 * mib).
 		WithIndexCacheSize(8 * mib).
+		// Messages are small JSON; compressing their blocks costs CPU on
+		// every compaction and read for little disk.
+		WithCompression(options.None).
 		WithValueLogFileSize(64 * mib).
 		WithValueThreshold(threshold).
 		WithNumCompactors(2).
@@ -88,6 +103,8 @@ func badgerOptions(opts Options, logger *slog.Logger) badger.Options {
 		WithMetricsEnabled(false).
 		WithLogger(badgerLogger{logger}).
 		WithLoggingLevel(badger.WARNING)
+	o.TableSizeMultiplier = 1
+	return o
 }
 
 // badgerLogger adapts Badger's printf-style logger to slog, keeping only

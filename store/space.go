@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
@@ -164,6 +165,7 @@ func (s *Store) JoinSpace(sp Space) (Space, bool, error) {
 		out, created = sp, true
 		return txn.Set(spaceKey(sp.ID), b)
 	})
+	s.spaces.forget(sp.ID)
 	if err != nil {
 		return Space{}, false, fmt.Errorf("store: join space %s: %w", sp.ID, err)
 	}
@@ -198,6 +200,7 @@ func (s *Store) SetRetention(id protocol.ID, r Retention) (Space, error) {
 		}
 		return txn.Set(spaceKey(id), b)
 	})
+	s.spaces.forget(id)
 	if err != nil {
 		return Space{}, fmt.Errorf("store: set retention of %s: %w", id, err)
 	}
@@ -241,6 +244,7 @@ func (s *Store) updateSpace(id protocol.ID, edit func(*Space)) (Space, error) {
 		}
 		return txn.Set(spaceKey(id), b)
 	})
+	s.spaces.forget(id)
 	return sp, err
 }
 
@@ -257,19 +261,24 @@ func (s *Store) LeaveSpace(id protocol.ID) error {
 		}
 		return txn.Delete(spaceKey(id))
 	})
+	s.spaces.forget(id)
 	if err != nil {
 		return fmt.Errorf("store: leave space %s: %w", id, err)
 	}
 	return nil
 }
 
-// Space returns the joined space id, or ErrNotFound.
+// Space returns the joined space id, or ErrNotFound. Records are cached
+// in memory once read: the API looks its space up on every request.
 func (s *Store) Space(id protocol.ID) (Space, error) {
 	if err := s.enter(); err != nil {
 		return Space{}, err
 	}
 	defer s.leave()
-	var sp Space
+	sp, gen, ok := s.spaces.get(id)
+	if ok {
+		return sp, nil
+	}
 	err := s.db.View(func(txn *badger.Txn) error {
 		val, err := get(txn, spaceKey(id))
 		if err != nil {
@@ -280,7 +289,44 @@ func (s *Store) Space(id protocol.ID) (Space, error) {
 	if err != nil {
 		return Space{}, fmt.Errorf("store: space %s: %w", id, err)
 	}
+	s.spaces.put(id, sp, gen)
 	return sp, nil
+}
+
+// spaceCache holds joined spaces' records as last read. Every change of
+// a record forgets it after its transaction, bumping gen, so that a read
+// that began before the change (and may have read the old record) does
+// not cache what it read.
+type spaceCache struct {
+	mu  sync.Mutex
+	gen uint64
+	m   map[protocol.ID]Space
+}
+
+func (c *spaceCache) get(id protocol.ID) (Space, uint64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	sp, ok := c.m[id]
+	return sp, c.gen, ok
+}
+
+func (c *spaceCache) put(id protocol.ID, sp Space, gen uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.gen != gen {
+		return
+	}
+	if c.m == nil {
+		c.m = make(map[protocol.ID]Space)
+	}
+	c.m[id] = sp
+}
+
+func (c *spaceCache) forget(id protocol.ID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	delete(c.m, id)
 }
 
 // Spaces returns the joined spaces sorted by Name (then ID).

@@ -72,6 +72,8 @@ type Store struct {
 	indexMu sync.Mutex
 	indexes map[protocol.ID]*rangeIndex
 
+	spaces spaceCache // joined spaces' records (see Space)
+
 	usage *usageBook // what each space and sender holds (see usage.go)
 
 	now       func() time.Time

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -165,6 +166,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		names = append(names, s.name)
 	}
 	pick := fs.String("scenarios", "", "comma-separated scenarios to run (default all): "+strings.Join(names, ", ")+"; or their numbers 1–7")
+	profile := fs.String("profile", "", "profile every daemon into `DIR`/<daemon>/ (weft daemon --profile: cpu.pprof, heap.pprof at its stop)")
 	if _, err := parse(fs, args, 0); err != nil {
 		return err
 	}
@@ -186,6 +188,11 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	b, err := newBench(self, sizes, e.stderr)
 	if err != nil {
 		return err
+	}
+	if *profile != "" {
+		if b.profile, err = filepath.Abs(*profile); err != nil {
+			return err
+		}
 	}
 	defer b.close()
 	if r.Fsync, err = fsyncLatency(b.root, 200); err != nil {

@@ -28,6 +28,9 @@ type bench struct {
 	root   string // temporary dir holding every daemon's home
 	sizes  benchSizes
 	stderr io.Writer
+	// profile, if set, is where each daemon writes its profiles (a
+	// directory per daemon, named like its home).
+	profile string
 
 	stopSampler context.CancelFunc
 	sampled     chan struct{}
@@ -129,11 +132,14 @@ func (b *bench) start(ctx context.Context, boot ...string) (*benchDaemon, error)
 	defer log.Close()
 	// --no-rate-limits: the bench's daemons are one user's own mesh, and
 	// the gossip rate limits are for strangers. With them on, a node paces
-	// its own agents' posts to one space below the author rate (40/s by
+	// its own agents' posts to one space below the author rate (400/s by
 	// default), and the bench would measure that pacing, not the daemon.
 	args := []string{"daemon", "--home", home, "--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns", "--log-level", "warn", "--no-rate-limits"}
 	for _, a := range boot {
 		args = append(args, "--bootstrap", a)
+	}
+	if b.profile != "" {
+		args = append(args, "--profile", filepath.Join(b.profile, name))
 	}
 	d := &benchDaemon{name: name, home: home, c: &client.Client{Home: home}, done: make(chan struct{})}
 	d.cmd = exec.Command(b.self, args...)

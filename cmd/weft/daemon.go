@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime/debug"
 
 	"github.com/weftmesh/weft/node"
 	weftd "github.com/weftmesh/weft/node/daemon"
@@ -47,6 +48,8 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 	var caps stringList
 	fs.Var(&caps, "capability", "a capability this node offers, advertised in the DHT and on the LAN (repeatable; kept)")
 	flood := addFloodFlags(fs)
+	memLimit := fs.Int("memory-limit", 128, "soft limit of the Go heap in `MiB`: past it the garbage collector runs more often (0: none; $GOMEMLIMIT, if set, wins)")
+	profDir := fs.String("profile", "", "write a CPU profile of the whole run and a heap profile at shutdown into this `DIR` (cpu.pprof, heap.pprof; for go tool pprof)")
 	if _, err := parse(fs, args, 0); err != nil {
 		return err
 	}
@@ -118,6 +121,19 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 		cfg.Card.Capabilities = append(cfg.Card.Capabilities, protocol.Capability{Name: c})
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: lv}))
+	if *memLimit < 0 {
+		return usageError{fmt.Sprintf("--memory-limit %d is negative", *memLimit)}
+	}
+	if *memLimit > 0 && os.Getenv("GOMEMLIMIT") == "" {
+		// The heap's garbage, not only what is live, counts in RSS: Go's
+		// default lets the heap grow to twice what is live before a GC.
+		debug.SetMemoryLimit(int64(*memLimit) << 20)
+	}
+	prof, err := startProfile(*profDir)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = prof.stop() }()
 	n, err := weftd.New(ctx, cfg)
 	if err != nil {
 		return err
@@ -128,6 +144,9 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 	case <-ctx.Done():
 		cfg.Logger.Info("shutting down")
 	case err = <-errc:
+	}
+	if perr := prof.heap(); perr != nil {
+		cfg.Logger.Warn("heap profile", "err", perr)
 	}
 	if cerr := n.Close(); err == nil {
 		err = cerr
