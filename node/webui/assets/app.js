@@ -97,6 +97,8 @@ function ago(ms) {
 }
 function time(t) { return t ? new Date(t).toLocaleTimeString() : ''; }
 function dateTime(t) { return t ? new Date(t).toLocaleString() : ''; }
+function plural(n, what) { return `${n} ${what}${n === 1 ? '' : 's'}`; }
+function bytes(n) { return n < 1024 ? n + ' B' : n < 1 << 20 ? (n / 1024).toFixed(1) + ' KiB' : (n / (1 << 20)).toFixed(1) + ' MiB'; }
 function fmtMS(ms) { return ms < 10 ? ms.toFixed(2) + ' ms' : ms < 1000 ? Math.round(ms) + ' ms' : (ms / 1000).toFixed(1) + ' s'; }
 
 function rows(tbody, items, cols, empty) {
@@ -206,7 +208,7 @@ async function refreshSpaces() {
       class: st.current && st.current.id === s.id ? 'active' : '',
       'data-space': s.name,
       onclick: () => openSpace(s),
-    }, el('span', { text: s.name }), el('span', { class: 'sub', text: `${s.messages} msgs · ${s.peers} peers` })));
+    }, el('span', { text: s.name }), el('span', { class: 'sub', text: `${s.messages} msgs · ${plural(s.peers, 'peer')}` })));
     if (st.current && st.current.id === s.id) {
       st.current = s;
       spaceMeta();
@@ -217,7 +219,7 @@ async function refreshSpaces() {
 function spaceMeta() {
   const s = st.current;
   const sync = st.node && st.node.sync ? (st.node.sync.active ? 'syncing' : 'in sync (idle)') : '';
-  $('#space-meta').textContent = `${s.messages} messages · ${s.peers} peers in its topic · ${Math.round(s.bytes / 1024)} KiB · ${sync}`;
+  $('#space-meta').textContent = `${plural(s.messages, 'message')} · ${plural(s.peers, 'peer')} in its topic · ${bytes(s.bytes)} · ${sync}`;
 }
 
 function openSpace(s) {
@@ -262,6 +264,14 @@ function addMessage(m, fresh) {
   if (stick || fresh) ol.scrollTop = ol.scrollHeight;
   authors();
   scheduleGraph();
+  if (fresh) soon(refreshSpaces);
+}
+
+// soon runs f once shortly, however often it is asked to.
+const soonTimers = new Map();
+function soon(f) {
+  if (soonTimers.has(f)) return;
+  soonTimers.set(f, setTimeout(() => { soonTimers.delete(f); f().catch(() => {}); }, 300));
 }
 
 function text(m) {
@@ -411,17 +421,23 @@ function drawGraph() {
   for (const m of msgs) if (!lanes.includes(m.from)) lanes.push(m.from);
   const used = new Map(); // "col,lane" -> count, to stack concurrent messages
   const pos = new Map();
-  const X = 150, Y = 64, PAD = 40;
+  const X = 150, PAD = 70;
+  const stack = new Map();
+  for (const m of msgs) {
+    const k = col.get(m.id) + ',' + lanes.indexOf(m.from);
+    stack.set(k, (stack.get(k) || 0) + 1);
+  }
+  const Y = Math.max(70, ...[...stack.values()].map(n => 34 * n + 36));
   let maxX = 0, maxY = 0;
   for (const m of msgs) {
     const c = col.get(m.id), l = lanes.indexOf(m.from);
     const k = c + ',' + l, n = used.get(k) || 0;
     used.set(k, n + 1);
-    const x = PAD + c * X + n * 18, y = PAD + l * Y + n * 14;
+    const x = PAD + c * X, y = PAD + l * Y + n * 34;
     pos.set(m.id, { x, y });
     maxX = Math.max(maxX, x); maxY = Math.max(maxY, y);
   }
-  const W = maxX + 180, H = Math.max(maxY + 50, 120);
+  const W = maxX + 120, H = Math.max(maxY + 50, 120);
   g.setAttribute('width', W);
   g.setAttribute('height', H);
   g.setAttribute('viewBox', `0 0 ${W} ${H}`);
@@ -430,13 +446,13 @@ function drawGraph() {
       svg('path', { d: 'M 0 0 L 10 5 L 0 10 z', fill: '#3b5bdb' })));
   g.append(defs);
   for (let i = 0; i < lanes.length; i++) {
-    g.append(svg('text', { x: 4, y: PAD + i * Y - 16, class: 'lane', fill: '#6b7385', 'font-size': 10, text: cardName(lanes[i]) }));
+    g.append(svg('text', { x: 4, y: PAD + i * Y - 14, class: 'lane', fill: '#6b7385', 'font-size': 10, text: cardName(lanes[i]) }));
   }
   const edge = (from, to, cls) => {
     const a = pos.get(from), b = pos.get(to);
     if (!a || !b) return;
     const mx = (a.x + b.x) / 2;
-    const attrs = { d: `M ${a.x} ${a.y} C ${mx} ${a.y}, ${mx} ${b.y}, ${b.x - 9} ${b.y}`, class: cls };
+    const attrs = { d: `M ${a.x + 8} ${a.y} C ${mx} ${a.y}, ${mx} ${b.y}, ${b.x - 9} ${b.y}`, class: cls };
     if (cls === 'edge-reply') attrs['marker-end'] = 'url(#arrow)';
     g.append(svg('path', attrs));
   };
@@ -449,7 +465,7 @@ function drawGraph() {
     const node = svg('g', { class: 'node' + (m.id === st.focus ? ' focus' : ''), 'data-id': m.id, transform: `translate(${p.x} ${p.y})` },
       svg('circle', { r: 8, fill: colour(m.from), onclick: () => showThread(m.id) }),
       svg('title', { text: `${cardName(m.from)} · ${dateTime(m.created_at)}\n${snippet(m, 200)}` }),
-      svg('text', { x: 12, y: 4, text: snippet(m, 20) }));
+      svg('text', { x: 0, y: 22, 'text-anchor': 'middle', text: snippet(m, 20) }));
     g.append(node);
   }
   if (!msgs.length) g.append(svg('text', { x: 20, y: 40, fill: '#6b7385', text: 'no messages yet' }));
@@ -531,7 +547,8 @@ async function discover(ev) {
     $('#discover-status').textContent = `${d.providers.length} provider(s) of ${d.capability}`;
     rows($('#providers tbody'), d.providers.map(p => [
       p.card.name || '', el('code', { text: p.card.id || '' }),
-      (p.card.capabilities || []).map(c => c.name + (c.access ? ` (${c.access})` : '')).join(', '),
+      el('div', {}, (p.card.capabilities || []).map(c => el('div', {},
+        el('b', { text: c.name }), c.access ? ` (${c.access})` : '', c.description ? ' — ' + c.description : ''))),
       p.card.description || '',
     ]), 4, 'nobody offers it');
     showError(null);
