@@ -51,10 +51,11 @@ func runUI(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("the daemon's web address %q: %w", n.Web, err)
 	}
-	u.RawQuery = url.Values{web.TokenParam: {strings.TrimSpace(string(b))}}.Encode()
+	q := url.Values{web.TokenParam: {strings.TrimSpace(string(b))}}
 	if *space != "" {
-		u.Fragment = "space=" + url.QueryEscape(*space)
+		q.Set("space", *space) // kept when the page drops the token
 	}
+	u.RawQuery = q.Encode()
 	fmt.Fprintln(e.stdout, u.String())
 	if *noOpen {
 		return nil

@@ -138,6 +138,31 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 	}
 }
 
+// openUI runs `weft ui ARGS…` on a desktop whose xdg-open only notes the
+// address it is given, and returns the URL weft ui printed and that
+// address.
+func openUI(t *testing.T, c testbed.CLI, args ...string) (url, opened string) {
+	t.Helper()
+	bin := t.TempDir()
+	note := filepath.Join(bin, "opened")
+	script := "#!/bin/sh\nprintf %s \"$1\" > " + note + ".new && mv " + note + ".new " + note + "\n"
+	if err := os.WriteFile(filepath.Join(bin, "xdg-open"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := c.Command(append([]string{"ui"}, args...)...)
+	cmd.Env = append(cmd.Env, "PATH="+bin+":"+os.Getenv("PATH"), "DISPLAY=:0")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("weft ui: %v", err)
+	}
+	testbed.Poll(t, 10*time.Second, "xdg-open to be run", func() (bool, string) {
+		b, err := os.ReadFile(note)
+		opened = string(b)
+		return err == nil, fmt.Sprint(err)
+	})
+	return strings.TrimSpace(string(out)), opened
+}
+
 // TestBrowser drives the web view in a real browser against a mesh of two
 // real daemons: the page loads and shows the peer and the space; a
 // message sent with the CLI on the other daemon appears without a reload,
@@ -155,14 +180,24 @@ func TestBrowser(t *testing.T) {
 	b.OK("join", "lab")
 	first := strings.TrimSpace(a.OK("send", "lab", "--text", "hello from alice"))
 
-	url := strings.TrimSpace(a.OK("ui", "--no-open", "--space", "lab"))
+	// weft ui on a desktop: it hands the browser (here a stand-in
+	// xdg-open that notes what it was given) a file that leads to the page,
+	// never the token itself; the browser opens that.
+	url, opened := openUI(t, a, "--space", "lab")
 	if !strings.Contains(url, "token=") || !strings.HasPrefix(url, "http://127.0.0.1:") {
 		t.Fatalf("weft ui printed %q", url)
 	}
+	if token := url[strings.Index(url, "token=")+6:]; strings.Contains(opened, token[:16]) || !strings.HasPrefix(opened, "file://") {
+		t.Fatalf("weft ui had the browser open %q", opened)
+	}
 	base := url[:strings.Index(url, "/?")]
 
-	run(t, ctx, "open the page", chromedp.Navigate(url))
+	run(t, ctx, "open the page", chromedp.Navigate(opened))
+	waitText(t, ctx, "#top", "alice")
 	loc := mustEval[string](t, ctx, `location.href`)
+	if !strings.HasSuffix(loc, "/?space=lab") {
+		t.Fatalf("the page is at %s", loc)
+	}
 	mustEval[int](t, ctx, `window.weftMarker = 42`)
 	if strings.Contains(loc, "token=") {
 		t.Fatalf("the token stayed in the address bar: %s", loc)
@@ -246,6 +281,26 @@ func TestBrowser(t *testing.T) {
 	b.OK("dm", ds[0].ID, "--text", "a direct hello")
 	waitText(t, ctx, "#inbox", "a direct hello")
 	waitText(t, ctx, "#inbox", "bob")
+	run(t, ctx, "answer the DM from the page",
+		chromedp.Click(chromedp.CSS(`#inbox li button.link`)),
+		chromedp.SetValue(chromedp.CSS("#dm-text"), "yes, I got it"),
+		chromedp.Click(chromedp.CSS(`#dm-form button`)),
+	)
+	waitText(t, ctx, "#dm-result", "delivered")
+	testbed.Poll(t, 30*time.Second, "the page's answer in the other daemon's inbox", func() (bool, string) {
+		out := b.OK("inbox", "--json")
+		for _, line := range strings.Split(out, "\n") {
+			var m api.Message
+			if json.Unmarshal([]byte(line), &m) != nil || !strings.Contains(string(m.Content), "yes, I got it") {
+				continue
+			}
+			if m.From != ds[0].ID || m.Type != "response" || m.Refs == nil || len(m.Refs.Messages) != 1 {
+				t.Fatalf("the answer arrived as %s", line)
+			}
+			return true, ""
+		}
+		return false, out
+	})
 	run(t, ctx, "a DM from the page",
 		chromedp.SetValue(chromedp.CSS("#dm-to"), absent(t)),
 		chromedp.SetValue(chromedp.CSS("#dm-text"), "are you there?"),

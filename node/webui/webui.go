@@ -48,6 +48,23 @@ func Mount(s *web.Server, api http.Handler) {
 	s.Handle("GET "+Page+"{$}", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.ServeFileFS(w, r, static, "index.html")
 	}), web.Browser)
-	s.Handle("GET "+AssetPrefix, http.StripPrefix(AssetPrefix[:len(AssetPrefix)-1], http.FileServerFS(static)), web.Bearer)
-	s.Handle(APIPrefix+"/v1/", http.StripPrefix(APIPrefix, api), web.Bearer)
+	s.Handle("GET "+AssetPrefix, sameOrigin(http.StripPrefix(AssetPrefix[:len(AssetPrefix)-1], http.FileServerFS(static))), web.Bearer)
+	s.Handle(APIPrefix+"/v1/", sameOrigin(http.StripPrefix(APIPrefix, api)), web.Bearer)
+}
+
+// sameOrigin refuses requests that a browser says another site or origin
+// made (Sec-Fetch-Site). The listener refuses a foreign Origin, but a
+// browser sends none with a plain GET of an image or a script, and sends
+// the session cookie along from any page of the same site: 127.0.0.1 on
+// another port is one. The page's own requests are same-origin; clients
+// other than browsers send no Sec-Fetch-Site and are let through.
+func sameOrigin(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.Header.Get("Sec-Fetch-Site") {
+		case "", "same-origin", "none":
+			h.ServeHTTP(w, r)
+		default:
+			http.Error(w, "forbidden: a request from another site", http.StatusForbidden)
+		}
+	})
 }

@@ -38,6 +38,10 @@ func TestMount(t *testing.T) {
 	get := func(method, path, cookie, origin string) (int, string) {
 		t.Helper()
 		req, _ := http.NewRequest(method, base+path, nil)
+		if site, ok := strings.CutPrefix(origin, "site:"); ok {
+			req.Header.Set("Sec-Fetch-Site", site)
+			origin = ""
+		}
 		if cookie != "" {
 			req.AddCookie(&http.Cookie{Name: web.CookieName, Value: cookie})
 		}
@@ -69,20 +73,26 @@ func TestMount(t *testing.T) {
 		{"GET", "/api/v1/node", "wrong", "", 401, ""},
 		{"POST", "/api/v1/spaces", token, "http://127.0.0.1:1", 403, ""},
 		{"POST", "/api/v1/spaces", token, "null", 403, ""},
+		// What a browser says of who made the request.
+		{"GET", "/api/v1/node", token, "site:same-origin", 200, "api GET /v1/node"},
+		{"GET", "/api/v1/node", token, "site:same-site", 403, ""},
+		{"GET", "/api/v1/node", token, "site:cross-site", 403, ""},
+		{"GET", "/ui/app.js", token, "site:cross-site", 403, ""},
+		{"GET", "/", token, "site:none", 200, "app.js"},
 	} {
 		status, body := get(c.method, c.path, c.cookie, c.origin)
 		if status != c.status || !strings.Contains(body, c.body) {
 			t.Errorf("%s %s (cookie %q, origin %q): %d %.80q, want %d with %q", c.method, c.path, c.cookie, c.origin, status, body, c.status, c.body)
 		}
 	}
-	// The URL with the token sets the cookie and drops the token.
+	// The URL with the token sets the cookie and moves on without the token.
 	resp, err := http.DefaultTransport.RoundTrip(must(http.NewRequest("GET", s.URL(webui.Page), nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/" || len(resp.Cookies()) != 1 || resp.Cookies()[0].Value != token {
-		t.Fatalf("token URL: %d, location %q, cookies %v", resp.StatusCode, resp.Header.Get("Location"), resp.Cookies())
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Refresh") != "0; url=/" || len(resp.Cookies()) != 1 || resp.Cookies()[0].Value != token {
+		t.Fatalf("token URL: %d, refresh %q, cookies %v", resp.StatusCode, resp.Header.Get("Refresh"), resp.Cookies())
 	}
 }
 

@@ -259,7 +259,7 @@ function addMessage(m, fresh) {
   while (st.order.length > KEEP) st.msgs.delete(st.order.shift());
   const ol = $('#messages');
   const stick = ol.scrollHeight - ol.scrollTop - ol.clientHeight < 40;
-  ol.append(messageItem(m, fresh, true));
+  ol.append(messageItem(m, fresh, 'space'));
   while (ol.children.length > KEEP) ol.firstChild.remove();
   if (stick || fresh) ol.scrollTop = ol.scrollHeight;
   authors();
@@ -283,6 +283,8 @@ function text(m) {
   return { text: '', json: JSON.stringify(c) };
 }
 
+// messageItem shows a message; canReply is 'space' (reply in the space,
+// show its thread), 'dm' (answer a direct message) or false.
 function messageItem(m, fresh, canReply) {
   const t = text(m);
   const refs = (m.refs && m.refs.messages) || [];
@@ -292,8 +294,9 @@ function messageItem(m, fresh, canReply) {
       el('span', { class: 'muted', title: m.created_at, text: time(m.created_at) }),
       m.type && m.type !== 'text' ? el('span', { class: 'type', text: m.type }) : null,
       el('code', { class: 'muted', title: m.id, text: short(m.id) }),
-      canReply ? el('button', { class: 'link', onclick: () => setReply(m), text: 'reply' }) : null,
-      canReply ? el('button', { class: 'link', onclick: () => showThread(m.id), text: 'thread' }) : null,
+      canReply === 'space' ? el('button', { class: 'link', onclick: () => setReply(m), text: 'reply' }) : null,
+      canReply === 'space' ? el('button', { class: 'link', onclick: () => showThread(m.id), text: 'thread' }) : null,
+      canReply === 'dm' ? el('button', { class: 'link', onclick: () => setDMReply(m), text: 'answer' }) : null,
     ),
     refs.length ? el('div', { class: 'msg-ref' }, '↪ replies to ', refs.map(r => {
       const p = st.msgs.get(r);
@@ -387,7 +390,7 @@ async function showThread(id) {
   const m = st.msgs.get(id);
   const d = $('#graph-detail');
   d.replaceChildren();
-  if (m) d.append(messageItem(m, false, true));
+  if (m) d.append(messageItem(m, false, 'space'));
   d.classList.remove('muted');
 }
 
@@ -491,7 +494,7 @@ function followInbox() {
     st.inbox.push(m);
     if (st.inbox.length > KEEP) st.inbox.shift();
     const ol = $('#inbox');
-    ol.prepend(messageItem(m, true, false));
+    ol.prepend(messageItem(m, Date.now() - Date.parse(m.created_at) < 10000, 'dm'));
     while (ol.children.length > KEEP) ol.lastChild.remove();
     $('#inbox-count').textContent = `(${st.inbox.length})`;
   };
@@ -511,11 +514,28 @@ async function refreshOutbox() {
   ]), 5, 'none');
 }
 
+// setDMReply makes the next direct message an answer to m (to its
+// sender, with reply_to: the answer inherits its correlation and trace).
+function setDMReply(m) {
+  st.dmReplyTo = m.id;
+  $('#dm-to').value = m.from;
+  $('#dm-reply').textContent = `answering ${cardName(m.from)}: “${snippet(m, 60)}”`;
+  $('#dm-reply').classList.remove('hidden');
+  $('#dm-text').focus();
+}
+
 async function sendDM(ev) {
   ev.preventDefault();
   const to = $('#dm-to').value.trim(), body = $('#dm-text').value.trim();
+  const req = { to, content: { text: body } };
+  if (st.dmReplyTo) {
+    req.reply_to = st.dmReplyTo;
+    req.kind = 'response';
+  }
   try {
-    const r = await api('POST', '/dm', { to, content: { text: body } });
+    const r = await api('POST', '/dm', req);
+    st.dmReplyTo = null;
+    $('#dm-reply').classList.add('hidden');
     $('#dm-result').textContent = `${r.status}: ${short(r.message.id)}` + (r.status === 'queued' ? ' (in the outbox until ' + dateTime(r.deadline) + ')' : '');
     $('#dm-text').value = '';
     showError(null);
@@ -599,7 +619,9 @@ function start() {
     try { await api('POST', '/peers', { addr: $('#connect-addr').value.trim() }); $('#connect-addr').value = ''; showError(null); poll(); }
     catch (err) { showError(err); }
   });
-  const want = new URLSearchParams(location.hash.slice(1));
+  // ?space=NAME&tab=T (or the same after #) opens a space or a tab
+  const want = new URLSearchParams(location.search);
+  for (const [k, v] of new URLSearchParams(location.hash.slice(1))) want.set(k, v);
   if (want.get('tab')) setTab(want.get('tab'));
   poll().then(() => {
     const s = want.get('space') && st.spaces.find(x => x.name === want.get('space') || x.id === want.get('space'));
