@@ -78,6 +78,9 @@ type PeerInfo struct {
 	// Relayed is true when every open connection goes through a relay
 	// (circuit relay v2): the peer is reachable, but not directly yet.
 	Relayed bool
+	// RTT is the round-trip time to the peer as last measured (a moving
+	// average of pings and health checks); 0 when never measured.
+	RTT time.Duration
 }
 
 // New starts a mesh node with identity key (Ed25519). ctx bounds
@@ -273,7 +276,7 @@ func (m *Mesh) Peers() []PeerInfo {
 		if len(conns) == 0 {
 			continue
 		}
-		pi := PeerInfo{ID: p, Direction: direction(conns[0].Stat().Direction), Relayed: true}
+		pi := PeerInfo{ID: p, Direction: direction(conns[0].Stat().Direction), Relayed: true, RTT: m.h.Peerstore().LatencyEWMA(p)}
 		for _, c := range conns {
 			pi.Addrs = append(pi.Addrs, c.RemoteMultiaddr())
 			pi.Relayed = pi.Relayed && isCircuit(c.RemoteMultiaddr())

@@ -205,6 +205,7 @@ func (n *Node) Invoke(ctx context.Context, inv Invocation) (Result, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, cmpDuration(inv.Timeout, DefaultCallTimeout))
 	defer cancel()
+	defer n.outgoing.track(inv.Peer, inv.Name, false)()
 	if err := n.reach(ctx, inv.Peer); err != nil {
 		return Result{}, err
 	}
@@ -238,9 +239,12 @@ func (n *Node) StreamInvoke(ctx context.Context, inv Invocation) (*CallStream, e
 	if err != nil {
 		return nil, err
 	}
-	cancel := context.CancelFunc(func() {})
+	untrack := n.outgoing.track(inv.Peer, inv.Name, true)
+	cancel := context.CancelFunc(untrack)
 	if inv.Timeout > 0 {
-		ctx, cancel = context.WithTimeout(ctx, inv.Timeout)
+		var cancelCtx context.CancelFunc
+		ctx, cancelCtx = context.WithTimeout(ctx, inv.Timeout)
+		cancel = func() { cancelCtx(); untrack() }
 	}
 	if err := n.reach(ctx, inv.Peer); err != nil {
 		cancel()

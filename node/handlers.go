@@ -111,6 +111,7 @@ type servedCall struct {
 	c    *call.Call
 	ctx  context.Context
 	conn *Handler
+	at   time.Time // when it was handed to the handler
 
 	mu       sync.Mutex // serializes writes to c
 	finished bool       // c was answered, or the call ended
@@ -260,7 +261,7 @@ func (hs *handlers) ServeCall(ctx context.Context, c *call.Call) {
 	}
 	defer func() { <-hc.slots }()
 
-	sc := &servedCall{id: newCallID(), c: c, ctx: ctx, conn: hc, answered: make(chan struct{})}
+	sc := &servedCall{id: newCallID(), c: c, ctx: ctx, conn: hc, at: time.Now(), answered: make(chan struct{})}
 	hs.mu.Lock()
 	hs.calls[sc.id] = sc
 	hs.mu.Unlock()

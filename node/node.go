@@ -48,6 +48,7 @@ type Node struct {
 	agent    *agent.Service
 	card     cardState
 	started  time.Time
+	outgoing outCalls    // calls in flight to peers
 	limits   spaceLimits // each joined space's own limits
 	pacer    *pacer      // this node's own posts, below its peers' rates
 	declined declinedLog
@@ -237,11 +238,17 @@ type Info struct {
 	Version      string
 	Home         string
 	Reachability string // "public", "private" or "unknown"
+	Started      time.Time
+	// Syncing is true while a sync session is in flight; SyncSessions
+	// counts the sessions run since the start.
+	Syncing      bool
+	SyncSessions int
 }
 
 // Info describes this node.
 func (n *Node) Info() Info {
-	return Info{ID: n.mesh.ID(), Addrs: n.mesh.Addrs(), Version: Version, Home: n.cfg.Home, Reachability: n.mesh.Reachability()}
+	return Info{ID: n.mesh.ID(), Addrs: n.mesh.Addrs(), Version: Version, Home: n.cfg.Home, Reachability: n.mesh.Reachability(),
+		Started: n.started, Syncing: !n.mesh.SyncIdle(), SyncSessions: n.mesh.SyncStats().Sessions}
 }
 
 // Peers returns the connected peers.

@@ -70,6 +70,7 @@ func commands() []command {
 		{"discover", "CAPABILITY [--json] [--limit N] [--timeout D]", "find the peers that offer a capability, with their agent cards", runDiscover},
 		{"card", "[PEER] [--name N] [--description D] [--capability C]... [--json]", "show an agent card (this node's, or a peer's); set this node's", runCard},
 		{"health", "PEER [--json]", "a peer's heartbeat: status, load, round-trip time", runHealth},
+		{"ui", "[--space NAME] [--no-open]", "print (and on a desktop open) the address of the daemon's live web view", runUI},
 		{"mcp", "[--log-level L]", "serve MCP on stdin/stdout for an MCP client, bridged to the local daemon", runMCP},
 		{"network-key", "new FILE", "make a network key for a closed mesh (give the file to every node: weft daemon --network-key FILE)", runNetworkKey},
 		{"init", "[-o DIR] [--force] [NAME]...", "write SKILL.md files that teach an AI agent (e.g. Claude Code) weft and its conventions", runInit},

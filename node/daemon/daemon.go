@@ -23,6 +23,7 @@ import (
 	"github.com/weftmesh/weft/node/client"
 	"github.com/weftmesh/weft/node/localapi"
 	"github.com/weftmesh/weft/node/web"
+	"github.com/weftmesh/weft/node/webui"
 	weftmcp "github.com/weftmesh/weft/node/mcp"
 )
 
@@ -159,7 +160,7 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 	}()
 	var bg context.Context
 	bg, d.cancel = context.WithCancel(context.Background())
-	api := localapi.New(localapi.FromNode(d.node), weftmcp.Path, d.mcpHandler(), localapi.WithBodyTimeout(cfg.bodyTimeout()))
+	api := localapi.New(localapi.FromNode(d.node), weftmcp.Path, d.mcpHandler(), localapi.WithBodyTimeout(cfg.bodyTimeout()), localapi.WithWebURL(d.webURL))
 	d.api = d.newServer(bg, api) // Close ends streams through bg
 	if cfg.MCPListen != "" {
 		if err := d.listenMCP(bg); err != nil {
@@ -170,6 +171,7 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 		if err := d.listenWeb(bg); err != nil {
 			return nil, err
 		}
+		webui.Mount(d.web, api.ForBrowsers()) // the web view at /, the API under /api/v1/
 	}
 	gid, err := cfg.socketGID()
 	if err != nil {

@@ -54,3 +54,12 @@ func (d *Daemon) WebAddr() string {
 	}
 	return d.webLn.Addr().String()
 }
+
+// webURL returns the loopback HTTP listener's base URL (no token), or ""
+// if none.
+func (d *Daemon) webURL() string {
+	if d.web == nil {
+		return ""
+	}
+	return d.web.BaseURL()
+}

@@ -250,3 +250,23 @@ func (a *API) invoke(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 }
+
+// callsInFlight serves GET /v1/calls: the handlers registered and the
+// calls in flight both ways.
+func (a *API) callsInFlight(w http.ResponseWriter, r *http.Request) {
+	s := a.b.Serving()
+	now := time.Now()
+	conv := func(cs []node.ServedCall) []api.CallInFlight {
+		out := make([]api.CallInFlight, 0, len(cs))
+		for _, c := range cs {
+			out = append(out, api.CallInFlight{ID: c.ID, Name: c.Name, Peer: c.From.String(), Stream: c.Stream,
+				StartedAt: c.Started.UTC(), ElapsedMS: float64(now.Sub(c.Started).Microseconds()) / 1000})
+		}
+		return out
+	}
+	out := api.Calls{Handlers: make([]api.HandlerInfo, 0, len(s.Handlers)), Serving: conv(s.Calls), Calling: conv(s.Outgoing)}
+	for _, h := range s.Handlers {
+		out.Handlers = append(out.Handlers, api.HandlerInfo{Names: h.Names, Allow: h.Allow, InFlight: h.InFlight, Capacity: h.Capacity})
+	}
+	writeJSON(w, http.StatusOK, out)
+}

@@ -324,3 +324,7 @@ func (f *fake) Discover(ctx context.Context, capability string, limit int) ([]ag
 	}
 	return []agent.Provider{{Card: f.Card()}}, f.fail()
 }
+func (f *fake) Serving() node.Serving {
+	return node.Serving{Handlers: []node.HandlerInfo{{Names: []string{"echo"}, Allow: []string{"trusted"}, InFlight: 1, Capacity: 64}},
+		Calls: []node.ServedCall{{ID: "c1", Name: "echo", From: f.id, Started: time.Now().Add(-time.Second)}}}
+}

@@ -84,6 +84,8 @@ type Backend interface {
 	PeerCard(ctx context.Context, p peer.ID) (protocol.Card, error)
 	PeerHealth(ctx context.Context, p peer.ID) (protocol.Health, time.Duration, error)
 	Discover(ctx context.Context, capability string, limit int) ([]agent.Provider, error)
+
+	Serving() node.Serving
 }
 
 // Handler is a registered handler (*node.Handler).
@@ -108,6 +110,7 @@ type API struct {
 	mux         *http.ServeMux
 	maxBody     int64 // a body carrying a message
 	bodyTimeout time.Duration
+	webURL      func() string // the web listener's base URL, or ""
 }
 
 // Option configures an API.
@@ -117,6 +120,11 @@ type Option func(*API)
 // (default DefaultBodyTimeout; 0: no bound): see BoundBodies. The frames
 // of a stream call may take as long as the call lasts.
 func WithBodyTimeout(d time.Duration) Option { return func(a *API) { a.bodyTimeout = d } }
+
+// WithWebURL makes GET /v1/node tell the base URL of the daemon's
+// loopback web listener, as url returns it when asked ("" for none), so
+// that `weft ui` can find it.
+func WithWebURL(url func() string) Option { return func(a *API) { a.webURL = url } }
 
 // New returns the API of b; mcp, if not nil, is served at mcpPath.
 func New(b Backend, mcpPath string, mcp http.Handler, opts ...Option) *API {
@@ -149,6 +157,7 @@ func New(b Backend, mcpPath string, mcp http.Handler, opts ...Option) *API {
 		{"GET /v1/deadletters", a.deadLetters},
 		{"DELETE /v1/deadletters/{id}", a.deleteDeadLetter},
 		{"POST /v1/handlers", a.register},
+		{"GET /v1/calls", a.callsInFlight},
 		{"POST /v1/calls/{id}/reply", a.reply},
 		{"POST /v1/calls/{id}/frames", a.frames},
 		{"POST /v1/invoke", a.invoke},
@@ -183,6 +192,13 @@ func New(b Backend, mcpPath string, mcp http.Handler, opts ...Option) *API {
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	BoundBodies(a.bodyTimeout, RefuseBrowsers(a.mux)).ServeHTTP(w, r)
 }
+
+// ForBrowsers returns the API without the refusal of requests that carry
+// Origin or Referer and without the bound on bodies: for a listener that
+// checks the Origin of every request itself, admits only requests that
+// carry its token, and bounds bodies (node/web with BoundBodies), where
+// the web view uses the same API as every other client.
+func (a *API) ForBrowsers() http.Handler { return a.mux }
 
 // RefuseBrowsers turns away requests that carry Origin or Referer.
 func RefuseBrowsers(h http.Handler) http.Handler {

@@ -17,7 +17,14 @@ import (
 
 func (a *API) node(w http.ResponseWriter, r *http.Request) {
 	info := a.b.Info()
-	out := api.Node{ID: info.ID.String(), Version: info.Version, Home: info.Home, Addrs: []string{}, Reachability: info.Reachability}
+	out := api.Node{ID: info.ID.String(), Version: info.Version, Home: info.Home, Addrs: []string{}, Reachability: info.Reachability,
+		Sync: &api.SyncState{Active: info.Syncing, Sessions: info.SyncSessions}}
+	if !info.Started.IsZero() {
+		out.StartedAt, out.UptimeS = info.Started.UTC(), int64(time.Since(info.Started)/time.Second)
+	}
+	if a.webURL != nil {
+		out.Web = a.webURL()
+	}
 	for _, ad := range info.Addrs {
 		out.Addrs = append(out.Addrs, ad.String())
 	}
@@ -27,7 +34,8 @@ func (a *API) node(w http.ResponseWriter, r *http.Request) {
 func (a *API) peers(w http.ResponseWriter, r *http.Request) {
 	out := api.Peers{Peers: []api.Peer{}}
 	for _, p := range a.b.Peers() {
-		ap := api.Peer{ID: p.ID.String(), Direction: p.Direction, Relayed: p.Relayed, Addrs: []string{}}
+		ap := api.Peer{ID: p.ID.String(), Direction: p.Direction, Relayed: p.Relayed, Addrs: []string{},
+			RTTMillis: float64(p.RTT.Microseconds()) / 1000}
 		for _, ad := range p.Addrs {
 			ap.Addrs = append(ap.Addrs, ad.String())
 		}

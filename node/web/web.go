@@ -24,6 +24,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"html"
 	"log/slog"
 	"net"
 	"net/http"
@@ -51,7 +52,7 @@ const (
 	// session cookie): for programs (metrics scrapers, A2A clients).
 	Bearer Auth = iota
 	// Browser routes also take the token once in the URL (?token=…): the
-	// answer sets the session cookie and redirects to the same URL without
+	// answer sets the session cookie and moves on to the same URL without
 	// it, so the token leaves the address bar and the history.
 	Browser
 )
@@ -186,7 +187,7 @@ func (s *Server) guard(h http.Handler, auth Auth) http.Handler {
 			q.Del(TokenParam)
 			u := *r.URL
 			u.RawQuery = q.Encode()
-			http.Redirect(w, r, u.RequestURI(), http.StatusSeeOther)
+			moveOn(w, u.RequestURI())
 			return
 		}
 		if !s.authorized(r) {
@@ -195,6 +196,21 @@ func (s *Server) guard(h http.Handler, auth Auth) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// moveOn answers the token URL with a page that goes on to clean (the
+// same URL without the token) by itself. Not with a redirect: the session
+// cookie is SameSite=Strict, so the browser sends it only on navigations
+// this site starts, and a redirect keeps the initiator of the token URL's
+// navigation (a local file, a chat, another page), which would make the
+// page arrive without the cookie. The page's refresh is a navigation of
+// this site's own, and replaces the token URL in the history.
+func moveOn(w http.ResponseWriter, clean string) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Refresh", "0; url="+clean)
+	w.WriteHeader(http.StatusOK)
+	e := html.EscapeString(clean)
+	fmt.Fprintf(w, "<!doctype html><meta charset=\"utf-8\"><meta http-equiv=\"refresh\" content=\"0; url=%s\"><title>weft</title><a href=\"%s\">continue</a>\n", e, e)
 }
 
 // authorized reports whether r carries the token as a bearer token or as

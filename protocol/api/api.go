@@ -19,6 +19,20 @@ type Node struct {
 	// Reachability is whether peers can dial this node: "public",
 	// "private" (behind NAT: reached through relays) or "unknown".
 	Reachability string `json:"reachability,omitempty"`
+	// StartedAt is when the daemon started; UptimeS the seconds since.
+	StartedAt time.Time `json:"started_at,omitzero"`
+	UptimeS   int64     `json:"uptime_s"`
+	// Sync is the state of this node's sync (gap repair) with its peers.
+	Sync *SyncState `json:"sync,omitempty"`
+	// Web is the base URL of the daemon's loopback web listener (without
+	// its token, which is in <home>/web.token); absent when it is off.
+	Web string `json:"web,omitempty"`
+}
+
+// SyncState says whether a sync session is running and how many ran.
+type SyncState struct {
+	Active   bool `json:"active"`
+	Sessions int  `json:"sessions"`
 }
 
 // Peer is a connected peer (GET /v1/peers).
@@ -29,6 +43,9 @@ type Peer struct {
 	// Relayed is true when every connection to the peer goes through a
 	// relay (circuit relay v2): reachable, but not directly (yet).
 	Relayed bool `json:"relayed,omitempty"`
+	// RTTMillis is the round-trip time last measured to the peer (a
+	// moving average; health checks measure it); absent when unknown.
+	RTTMillis float64 `json:"rtt_ms,omitempty"`
 }
 
 // Peers is the answer of GET /v1/peers.
