@@ -1,11 +1,15 @@
 package main
 
 import (
+	"encoding/base64"
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/weftmesh/weft/mesh"
 	"github.com/weftmesh/weft/protocol/api"
+	"github.com/weftmesh/weft/protocol/member"
 )
 
 // membersOf runs `weft members SPACE --json`: peer → role.
@@ -82,4 +86,82 @@ func TestPrivateCLI(t *testing.T) {
 	if err := json.Unmarshal([]byte(b.OK("spaces", "--json")), &sps); err != nil || len(sps.Spaces) != 1 || !sps.Spaces[0].Private || sps.Spaces[0].ID != spaceID {
 		t.Fatalf("b's spaces: %+v %v", sps, err)
 	}
+}
+
+// TestPrivateBadInvites: an invite bound to another peer, expired, with a
+// forged signature, with its role tampered, or issued by a non-member is
+// refused with a clear error; nothing is stored and the daemons keep
+// serving.
+func TestPrivateBadInvites(t *testing.T) {
+	a, b, c := newCLI(t), newCLI(t), newCLI(t)
+	startDaemon(t, a, "--listen", "/ip4/127.0.0.1/tcp/0")
+	startDaemon(t, b, "--listen", "/ip4/127.0.0.1/tcp/0")
+	startDaemon(t, c, "--listen", "/ip4/127.0.0.1/tcp/0")
+	aID, _ := a.id()
+	cID, _ := c.id()
+	sid := strings.TrimSpace(a.OK("create", "audit"))
+
+	good := strings.TrimSpace(a.OK("invite", "audit"))
+	body, sig, _ := strings.Cut(strings.TrimPrefix(good, "weft-invite1."), ".")
+	raw, err := base64.RawURLEncoding.DecodeString(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	adminRaw := strings.Replace(string(raw), `"role":"member"`, `"role":"admin"`, 1)
+	if adminRaw == string(raw) {
+		t.Fatalf("no role in %s", raw)
+	}
+	flipped := []byte(sig)
+	flipped[3] ^= 0x01
+	if flipped[3] == '_' || flipped[3] == '-' {
+		flipped[3] = 'A'
+	}
+
+	// A validly signed invite from C, who is no member: only a member
+	// can tell it is worthless.
+	cKey, err := mesh.LoadOrCreateIdentity(filepath.Join(c.Home, "identity.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, err := member.ParseInvite(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv.Role = member.Admin
+	byC, err := member.Issue(cKey, inv)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	expired := strings.TrimSpace(a.OK("invite", "audit", "--expires", "1ms"))
+	cases := []struct {
+		name, token, want string
+	}{
+		{"bound to another peer", strings.TrimSpace(a.OK("invite", "audit", cID)), "bound to " + cID},
+		{"expired", expired, "expired"},
+		{"forged signature", "weft-invite1." + body + "." + string(flipped), "forged or tampered"},
+		{"tampered role", "weft-invite1." + base64.RawURLEncoding.EncodeToString([]byte(adminRaw)) + "." + sig, "forged or tampered"},
+		{"issued by a non-member", byC, "may not invite"},
+		{"not a token", "hello", "not an invite token"},
+	}
+	for _, tc := range cases {
+		_, stderr, code := b.Run("join", "--invite", tc.token)
+		if code == 0 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%s: exit %d, stderr %q; want a refusal saying %q", tc.name, code, stderr, tc.want)
+		}
+	}
+	var sps api.Spaces
+	if err := json.Unmarshal([]byte(b.OK("spaces", "--json")), &sps); err != nil || len(sps.Spaces) != 0 {
+		t.Fatalf("b holds spaces after refused joins: %+v %v", sps, err)
+	}
+	if ms := a.membersOf("audit"); len(ms) != 1 || ms[aID] != "owner" {
+		t.Fatalf("a's members after refused joins: %v", ms)
+	}
+	if n := len(a.readJSON(sid)); n != 1 { // the genesis only
+		t.Fatalf("a holds %d messages, want the genesis alone", n)
+	}
+	// Both still serve, and the good invite still works.
+	b.OK("join", "--invite", good)
+	bID, _ := b.id()
+	a.waitFor("b a member", func() bool { return a.membersOf("audit")[bID] == "member" })
 }
