@@ -311,10 +311,22 @@ func (n *Node) accepted(ctx context.Context, s *privSpace, m *protocol.Message) 
 	st := s.graph.Current()
 	s.current.Store(&st)
 	for _, e := range before.Members() {
-		if !st.IsMember(e.Peer) && e.Peer != n.mesh.ID() {
-			// It announced its subscription while a member: make it
-			// announce again, to be filtered.
-			_ = n.mesh.DropPeer(e.Peer)
+		if st.IsMember(e.Peer) || e.Peer == n.mesh.ID() {
+			continue
+		}
+		// It announced its subscription while a member: make it announce
+		// again, to be filtered. If this node removed it, tell it so
+		// (gossip no longer reaches it), so that its daemon stops posting.
+		_ = n.mesh.DropPeer(e.Peer)
+		if m.Sender() == n.mesh.ID() && member.IsControl(m) {
+			p, wire := e.Peer, m.Wire()
+			n.wg.Go(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), admit.Timeout)
+				defer cancel()
+				if err := admit.Present(ctx, n.mesh.Host(), p, wire); err != nil {
+					n.log.Debug("private space: tell a removed member", "peer", p, "err", err)
+				}
+			})
 		}
 	}
 }
@@ -520,7 +532,34 @@ func (n *Node) JoinInvite(ctx context.Context, token string) (Space, error) {
 	if _, _, err := n.ingestPrivate(ctx, s, join, "api"); err != nil {
 		n.log.Warn("private space: own join", "space", sp.ID, "err", err)
 	}
-	return sp, nil
+	// The join waits for the history it names: fetch it from the member
+	// that took the join, so that this node is a member when it returns.
+	wait, cancel := context.WithTimeout(ctx, joinSyncWait)
+	defer cancel()
+	for !s.has(join.ID) {
+		if _, err := n.mesh.Sync(wait, presenter, sp.ID); err != nil {
+			n.log.Debug("private space: sync after join", "space", sp.ID, "peer", presenter, "err", err)
+		}
+		if s.has(join.ID) {
+			break
+		}
+		select {
+		case <-wait.Done():
+			return n.describe(sp.Space), nil // sync goes on in the background
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	sp, err = n.Space(sp.ID.String())
+	return sp, err
+}
+
+// joinSyncWait bounds how long JoinInvite waits for the space's history.
+const joinSyncWait = 30 * time.Second
+
+func (s *privSpace) has(id protocol.ID) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.graph.Has(id)
 }
 
 // inviteContacts connects to the peers at an invite's addresses and
@@ -569,22 +608,33 @@ func (n *Node) presentedJoin(ctx context.Context, from peer.ID, wire []byte) err
 	if err != nil {
 		return err
 	}
-	if m.Sender() != from || m.Type != member.TypeMember {
+	if m.Type != member.TypeMember {
 		return errorf(api.CodeNotMember, "only a join of its sender may be presented")
 	}
-	c, _, err := member.ParseChange(m)
-	if err != nil || c.Op != member.OpJoin {
-		return errorf(api.CodeNotMember, "only a join may be presented")
+	c, target, err := member.ParseChange(m)
+	if err != nil {
+		return wrap(api.CodeNotMember, err)
 	}
 	s := n.private.get(m.Space)
 	if s == nil {
 		return errorf(api.CodeNotMember, "this node is not in space %s", m.Space)
+	}
+	if c.Op == member.OpRemove && target == n.mesh.ID() {
+		// This node's own removal, from the member that removed it.
+		_, _, err := n.ingestPrivate(ctx, s, m, "mesh")
+		return err
+	}
+	if c.Op != member.OpJoin {
+		return errorf(api.CodeNotMember, "only a join, or the removal of this node, may be presented")
 	}
 	// The invite must also be live by this node's clock, not only by the
 	// join's created_at, which its sender chose.
 	inv, err := member.ParseInvite(c.Invite)
 	if err != nil {
 		return wrap(api.CodeBadInvite, err)
+	}
+	if m.Sender() != from {
+		return errorf(api.CodeNotMember, "only a join of its sender may be presented")
 	}
 	if err := inv.Admits(from, time.Now()); err != nil {
 		return wrap(api.CodeBadInvite, err)

@@ -256,3 +256,77 @@ func randBytes(t *testing.T, n int) []byte {
 	}
 	return b
 }
+
+// TestPrivateRemove: after `weft remove`, X can no longer post (its own
+// daemon refuses, and what it signs anyway is refused by every member,
+// including one that was offline at the removal and learns of it by
+// sync), and it receives nothing sent after the removal.
+func TestPrivateRemove(t *testing.T) {
+	a, b, x := newCLI(t), newCLI(t), newCLI(t)
+	da := startDaemon(t, a, "--listen", "/ip4/127.0.0.1/tcp/0")
+	db := startDaemon(t, b, "--listen", "/ip4/127.0.0.1/tcp/0")
+	startDaemon(t, x, "--listen", "/ip4/127.0.0.1/tcp/0")
+	bID, _ := b.id()
+	xID, _ := x.id()
+	sid := strings.TrimSpace(a.OK("create", "audit"))
+	space, _ := protocol.ParseID(sid)
+	b.OK("join", "--invite", strings.TrimSpace(a.OK("invite", "audit", bID)))
+	x.OK("join", "--invite", strings.TrimSpace(a.OK("invite", "audit", xID)))
+	x.OK("send", "audit", "--text", "x before")
+	for _, c := range []cli{a, b} {
+		c.waitFor("x's message", func() bool { return has(texts(c.readJSON("audit")), "x before") })
+	}
+
+	// B is offline while A removes X.
+	if err := db.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	removal := strings.TrimSpace(a.OK("remove", "audit", xID))
+	removalID, err := protocol.ParseID(removal)
+	if err != nil {
+		t.Fatalf("remove printed %q", removal)
+	}
+	x.waitFor("x to learn of its removal", func() bool { _, ok := x.membersOf("audit")[xID]; return !ok })
+	if _, stderr, code := x.Run("send", "audit", "--text", "x after"); code == 0 || !strings.Contains(stderr, "not a member") {
+		t.Fatalf("x's send after its removal: exit %d, %q", code, stderr)
+	}
+	a.OK("send", "audit", "--text", "after the removal")
+
+	// X signs one anyway, after the removal, and pushes it to A.
+	xKey, err := mesh.LoadOrCreateIdentity(filepath.Join(x.Home, "identity.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := newOutsider(t, space, da)
+	late := o.publish(t, xKey, space, "x after, signed anyway", removalID)
+
+	// B comes back, learns of the removal by sync, and is then sent the
+	// same message.
+	db = startDaemon(t, b, "--listen", "/ip4/127.0.0.1/tcp/0", "--bootstrap", da.Addrs[0])
+	b.waitFor("b to sync the removal", func() bool { return has(texts(b.readJSON("audit")), "after the removal") })
+	if _, ok := b.membersOf("audit")[xID]; ok {
+		t.Fatal("b still lists x")
+	}
+	o2 := newOutsider(t, space, db)
+	late2 := o2.publish(t, xKey, space, "x after, to b", removalID)
+	b.OK("send", "audit", "--text", "b after")
+	a.waitFor("b's message on a", func() bool { return has(texts(a.readJSON("audit")), "b after") })
+
+	for _, c := range []cli{a, b} {
+		for _, id := range []protocol.ID{late, late2} {
+			if _, err := c.goClient().Message(context.Background(), id.String()); err == nil {
+				t.Errorf("%s stored x's message %s", c.Home, id)
+			}
+		}
+		if ts := texts(c.readJSON("audit")); has(ts, "x after, signed anyway") || has(ts, "x after, to b") {
+			t.Errorf("%s lists x's messages after the removal", c.Home)
+		}
+	}
+	// X received nothing sent after its removal: A's and B's messages
+	// reached each other, not X.
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+		if ts := texts(x.readJSON("audit")); has(ts, "after the removal") || has(ts, "b after") {
+			t.Fatalf("x received a message sent after its removal: %v", ts)
+		}
+	}
+}
