@@ -165,3 +165,31 @@ func TestPrivateBadInvites(t *testing.T) {
 	bID, _ := b.id()
 	a.waitFor("b a member", func() bool { return a.membersOf("audit")[bID] == "member" })
 }
+
+// TestPrivateMCP: the MCP tools over `weft mcp` processes: create_space,
+// invite, join_invite, members, then send and read as on an open space; a
+// bad invite is a tool error.
+func TestPrivateMCP(t *testing.T) {
+	a, b, _, _ := pair(t, "/ip4/127.0.0.1/tcp/0")
+	ma, mb := mcpStdio(t, a), mcpStdio(t, b)
+	bID, _ := b.id()
+	var sp struct{ Name, ID string }
+	mcpOK(t, ma, "create_space", map[string]any{"name": "review"}, &sp)
+	var inv api.Invite
+	mcpOK(t, ma, "invite", map[string]any{"space": "review", "peer": bID, "expires_seconds": 600}, &inv)
+	if text, isErr := mcpCall(t, mb, "join_invite", map[string]any{"invite": inv.Token + "x"}); !isErr || !strings.Contains(text, "invite") {
+		t.Fatalf("a tampered invite: %v %s", isErr, text)
+	}
+	var joined struct{ Name, ID string }
+	mcpOK(t, mb, "join_invite", map[string]any{"invite": inv.Token}, &joined)
+	if joined.ID != sp.ID || joined.Name != "review" {
+		t.Fatalf("joined %+v, created %+v", joined, sp)
+	}
+	var ms api.Members
+	mcpOK(t, mb, "members", map[string]any{"space": "review"}, &ms)
+	if len(ms.Members) != 2 {
+		t.Fatalf("members %+v", ms)
+	}
+	mcpOK(t, mb, "send", map[string]any{"space": "review", "content": map[string]any{"text": "lgtm"}}, nil)
+	a.waitFor("b's message on a", func() bool { return has(texts(a.readJSON("review")), "lgtm") })
+}
