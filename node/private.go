@@ -63,12 +63,6 @@ func (ps *privSpaces) set(s *privSpace) {
 	ps.spaces[s.graph.Space()] = s
 }
 
-func (ps *privSpaces) drop(id protocol.ID) {
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
-	delete(ps.spaces, id)
-}
-
 // privSpace is one private space: its graph (under mu) and the messages
 // held for their parents.
 type privSpace struct {
@@ -690,9 +684,6 @@ func (n *Node) change(ctx context.Context, ref string, c member.Change) (Message
 	}
 	return n.Send(ctx, sp.ID, Post{Type: member.TypeMember, Content: content})
 }
-
-// isPrivate reports whether space is a private space this node is in.
-func (n *Node) isPrivate(space protocol.ID) bool { return n.private.get(space) != nil }
 
 // privateByName finds a joined private space by its name (open spaces are
 // found by the hash of theirs).
