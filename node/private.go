@@ -224,33 +224,57 @@ func (s *privSpace) check(m *protocol.Message) ([]protocol.ID, error) {
 }
 
 // ingestPrivate is ingest for a message of private space s.
+//
+// The decision and the graph are under s.mu, the store write is not, so
+// that messages of one space are stored concurrently: a message is added
+// to the graph once stored, and one whose parent is still being stored
+// waits for it as for any missing parent.
 func (n *Node) ingestPrivate(ctx context.Context, s *privSpace, m *protocol.Message, via string) (store.Entry, bool, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.graph.Has(m.ID) {
+	ok, err := n.decidePrivate(s, m, via)
+	if errors.Is(err, errHas) {
 		return n.stored(m.ID)
 	}
-	missing, err := s.check(m)
-	if err != nil {
-		if via == "api" || via == "accept" || via == "admit" {
-			return store.Entry{}, false, privateError(m, err)
-		}
-		n.log.Info("private space: message refused", "via", via, "space", m.Space, "id", m.ID, "from", m.From, "err", err)
-		return store.Entry{}, false, fmt.Errorf("%v: %w", err, mesh.ErrDeclined)
-	}
-	if len(missing) > 0 {
-		if via == "admit" {
-			return store.Entry{}, false, errorf(api.CodeNotMember, "private space %s: the join's parents are unknown here", m.Space)
-		}
-		s.hold(m, missing)
-		return store.Entry{}, false, nil
+	if err != nil || !ok {
+		return store.Entry{}, false, err
 	}
 	e, added, err := n.put(ctx, m, via)
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if err != nil {
 		return e, added, err
 	}
 	n.accepted(ctx, s, m)
 	return e, added, nil
+}
+
+// errHas is decidePrivate's answer for a message already in the graph.
+var errHas = errors.New("already held")
+
+// decidePrivate checks m under s.mu: true accepts it (to be stored), an
+// error refuses it (errHas: it is in the graph already), false and no
+// error holds it for its parents.
+func (n *Node) decidePrivate(s *privSpace, m *protocol.Message, via string) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.graph.Has(m.ID) {
+		return false, errHas
+	}
+	missing, err := s.check(m)
+	if err != nil {
+		if via == "api" || via == "accept" || via == "admit" {
+			return false, privateError(m, err)
+		}
+		n.log.Info("private space: message refused", "via", via, "space", m.Space, "id", m.ID, "from", m.From, "err", err)
+		return false, fmt.Errorf("%v: %w", err, mesh.ErrDeclined)
+	}
+	if len(missing) > 0 {
+		if via == "admit" {
+			return false, errorf(api.CodeNotMember, "private space %s: the join's parents are unknown here", m.Space)
+		}
+		s.hold(m, missing)
+		return false, nil
+	}
+	return true, nil
 }
 
 // hold keeps m until missing (one of its parents) arrives. The caller
