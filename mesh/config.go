@@ -135,6 +135,17 @@ type Config struct {
 	Relay string
 	// Conns limits inbound connections; zero fields take their defaults.
 	Conns ConnLimits
+
+	// SpaceAccess, when set, says which peers may take part in a joined
+	// space (private spaces: its members): gossipsub ignores the others'
+	// subscriptions to its topic (so it never sends them its messages)
+	// and their grafts, and sync neither answers nor starts a session of
+	// the space with them. nil lets everyone in. Called often and
+	// concurrently: it must be fast and safe for concurrent use.
+	SpaceAccess func(space protocol.ID, p peer.ID) bool
+	// SpaceRendezvous, when set, names the DHT rendezvous namespace of a
+	// space ("" for none); nil means protocol.Rendezvous of its ID.
+	SpaceRendezvous func(space protocol.ID) string
 }
 
 // ConnLimits limit the connections peers open to this node. Peer IDs cost

@@ -26,8 +26,9 @@ const maxRPCSize = protocol.MaxWireSize + 64<<10
 // scores once a second. Messages carry no libp2p signature or author (weft
 // messages are signed by their sender), so message IDs must come from the
 // content: see gossipID. The router stops when ctx ends.
-func newPubSub(ctx context.Context, h host.Host, tr *meshTracer, g *floodGuard, board *scoreBoard, log *slog.Logger) (*pubsub.PubSub, error) {
-	opts := append(pubsubOptions(log),
+func newPubSub(ctx context.Context, h host.Host, tr *meshTracer, g *floodGuard, board *scoreBoard, access func(protocol.ID, peer.ID) bool, log *slog.Logger) (*pubsub.PubSub, error) {
+	opts := append(pubsubOptions(log), spaceAccessOptions(access)...)
+	opts = append(opts,
 		pubsub.WithRawTracer(tr),
 		pubsub.WithPeerScore(peerScoreParams(g.score), peerScoreThresholds()),
 		// After WithPeerScore, which it needs.

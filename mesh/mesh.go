@@ -54,6 +54,7 @@ type Mesh struct {
 	sync      *reconcile.Service // nil without Config.History
 	history   reconcile.Store
 	syncEvery time.Duration
+	rdv       func(protocol.ID) string // Config.SpaceRendezvous
 
 	spreadMu sync.Mutex
 	spreadAt map[protocol.ID]time.Time // when each space last spread (see spread)
@@ -118,6 +119,7 @@ func New(ctx context.Context, key crypto.PrivKey, cfg Config) (_ *Mesh, err erro
 		hookCh:    make(chan func(peer.ID, []ma.Multiaddr)),
 		spaces:    make(map[protocol.ID]*space),
 		spreadAt:  make(map[protocol.ID]time.Time),
+		rdv:       cfg.SpaceRendezvous,
 	}
 	defer func() {
 		if err != nil {
@@ -149,7 +151,7 @@ func New(ctx context.Context, key crypto.PrivKey, cfg Config) (_ *Mesh, err erro
 	m.guard = newFloodGuard(cfg.Rates, cfg.Now, cfg.Logger)
 	m.board = newScoreBoard(cfg.Logger, cfg.Now, m.disconnect)
 	h.Network().Notify(&network.NotifyBundle{ConnectedF: m.closeGraylisted})
-	m.ps, err = newPubSub(runCtx, h, m.tracer, m.guard, m.board, cfg.Logger)
+	m.ps, err = newPubSub(runCtx, h, m.tracer, m.guard, m.board, cfg.SpaceAccess, cfg.Logger)
 	if err != nil {
 		return nil, fmt.Errorf("gossipsub: %w", err)
 	}
@@ -161,6 +163,7 @@ func New(ctx context.Context, key crypto.PrivKey, cfg Config) (_ *Mesh, err erro
 			reconcile.WithLogger(cfg.Logger.With("component", "sync")),
 			reconcile.WithWindow(cfg.SyncWindow),
 			reconcile.WithOnReceived(m.spread),
+			reconcile.WithAccess(cfg.SpaceAccess),
 		)
 		if err != nil {
 			return nil, err

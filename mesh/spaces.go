@@ -95,9 +95,14 @@ func (m *Mesh) JoinSpace(id protocol.ID, sink Sink) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &space{id: id, topic: topic, sub: sub, cancel: cancel}
 	ns := protocol.Rendezvous(id)
+	if m.rdv != nil {
+		ns = m.rdv(id)
+	}
 	s.wg.Go(func() { m.receiveLoop(ctx, s, sink) })
-	s.wg.Go(func() { m.advertiseLoop(ctx, ns) })
-	s.wg.Go(func() { m.findLoop(ctx, ns) })
+	if ns != "" {
+		s.wg.Go(func() { m.advertiseLoop(ctx, ns) })
+		s.wg.Go(func() { m.findLoop(ctx, ns) })
+	}
 	s.wg.Go(func() { m.watchMembers(ctx, s) })
 	if m.sync != nil {
 		m.sync.Join(id, sink)

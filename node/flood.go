@@ -116,6 +116,14 @@ func (e *errOverLimit) Error() string { return e.msg }
 // message, and ingest before it tries to store one. The store checks the
 // quotas again, exactly, as it stores.
 func (n *Node) admit(m *protocol.Message) error {
+	if err := n.admitPrivate(m); err != nil {
+		return err
+	}
+	return n.admitLimits(m)
+}
+
+// admitLimits is admit without the private-space check.
+func (n *Node) admitLimits(m *protocol.Message) error {
 	lim := n.limitsOf(m.Space)
 	if len(m.Body) > lim.MaxMessageSize {
 		return &errOverLimit{api.CodeTooLarge, fmt.Sprintf("message of %d bytes is over the space's limit of %d", len(m.Body), lim.MaxMessageSize)}

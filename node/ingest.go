@@ -38,7 +38,15 @@ func (s inboxSink) Receive(ctx context.Context, m *protocol.Message) error {
 // stored: this node's agents get an *Error saying so, the network
 // mesh.ErrDeclined.
 func (n *Node) ingest(ctx context.Context, m *protocol.Message, via string) (store.Entry, bool, error) {
-	if err := n.admit(m); err != nil {
+	if s := n.private.get(m.Space); s != nil {
+		return n.ingestPrivate(ctx, s, m, via) // checks membership, then put
+	}
+	return n.put(ctx, m, via)
+}
+
+// put is ingest once a message is authorized (all of an open space's are).
+func (n *Node) put(ctx context.Context, m *protocol.Message, via string) (store.Entry, bool, error) {
+	if err := n.admitLimits(m); err != nil {
 		if has, _ := n.store.Has(m.ID); has {
 			return n.stored(m.ID)
 		}

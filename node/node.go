@@ -22,6 +22,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/weftmesh/weft/mesh"
+	"github.com/weftmesh/weft/mesh/admit"
 	"github.com/weftmesh/weft/mesh/agent"
 	"github.com/weftmesh/weft/mesh/call"
 	"github.com/weftmesh/weft/mesh/direct"
@@ -52,6 +53,8 @@ type Node struct {
 	limits   spaceLimits // each joined space's own limits
 	pacer    *pacer      // this node's own posts, below its peers' rates
 	declined declinedLog
+	private  privSpaces     // the private spaces joined (private.go)
+	admitSvc *admit.Service // joins presented to this node (private.go)
 
 	trust      *policy.TrustList // who may call the handlers that allow "trusted"
 	gate       *policy.Gate      // the inbox's DM policy
@@ -142,10 +145,14 @@ func (n *Node) startMesh(ctx context.Context) (err error) {
 	if err := n.meshAccess(&mcfg); err != nil {
 		return err
 	}
+	if err := n.configurePrivate(&mcfg); err != nil {
+		return err
+	}
 	n.mesh, err = mesh.New(ctx, n.key, mcfg)
 	if err != nil {
 		return err
 	}
+	n.startPrivate()
 	n.mesh.OnPeerConnected(n.rememberPeer)
 	h := n.mesh.Host()
 	n.direct, err = direct.New(h, inboxSink{n},
@@ -196,6 +203,9 @@ func (n *Node) Close() error {
 			n.cancel() // ends background loops
 		}
 		n.wg.Wait()
+		if n.admitSvc != nil {
+			errs = append(errs, n.admitSvc.Close())
+		}
 		if n.agent != nil {
 			errs = append(errs, n.agent.Close())
 		}

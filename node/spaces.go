@@ -81,6 +81,9 @@ func (n *Node) Space(ref string) (Space, error) {
 		}
 	}
 	sp, err := n.store.Space(protocol.SpaceID(ref))
+	if errors.Is(err, store.ErrNotFound) {
+		sp, err = n.privateByName(ref)
+	}
 	if err != nil {
 		return Space{}, notFound(err, api.CodeUnknownSpace, fmt.Sprintf("unknown space %q: join it first", ref))
 	}

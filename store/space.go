@@ -25,6 +25,14 @@ type Space struct {
 	// Limits bound what the node takes into the space; zero fields mean
 	// the node's defaults. The store keeps them; the node enforces them.
 	Limits SpaceLimits `json:"limits,omitzero"`
+	// Private is set for a members-only space: see protocol/member.
+	Private *Private `json:"private,omitempty"`
+}
+
+// Private is what the store keeps of a private space: its genesis, stored
+// as a message of the space, from which the node rebuilds its membership.
+type Private struct {
+	Genesis protocol.ID `json:"genesis"`
 }
 
 // SpaceLimits bound what a node takes into one space, on every path

@@ -98,6 +98,9 @@ func runConnect(ctx context.Context, e *env, args []string) error {
 }
 
 func runJoin(ctx context.Context, e *env, args []string) error {
+	if hasInviteFlag(args) {
+		return runJoinInvite(ctx, e, args) // private.go
+	}
 	fs := e.flags("join")
 	asJSON := fs.Bool("json", false, "print JSON")
 	keepCount := fs.Int("keep-count", 0, "keep only the newest N messages of the space (0: no limit)")

@@ -17,6 +17,7 @@ import (
 type Option func(*config) error
 
 type config struct {
+	access      func(protocol.ID, peer.ID) bool // nil: everyone
 	limits      protocol.Limits
 	now         func() time.Time
 	log         *slog.Logger
@@ -206,6 +207,16 @@ func WithRefuseFor(d time.Duration) Option {
 			return errors.New("negative refusal time")
 		}
 		c.refuseFor = d
+		return nil
+	}
+}
+
+// WithAccess sets which peers may sync a space: a session of a space
+// with a peer access refuses is neither answered (the peer is told this
+// node is not a member) nor started. nil (the default) admits everyone.
+func WithAccess(access func(space protocol.ID, p peer.ID) bool) Option {
+	return func(c *config) error {
+		c.access = access
 		return nil
 	}
 }

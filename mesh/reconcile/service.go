@@ -78,6 +78,7 @@ var (
 	errBusy      = errors.New("peer busy")
 	errClosed    = errors.New("sync service closed")
 	errNotJoined = errors.New("space not joined")
+	errNoAccess  = errors.New("peer may not take part in the space")
 	// errSlow ends a session that moves too little data for too long (it
 	// would hold its space's session slot).
 	errSlow = errors.New("session too slow")
@@ -164,6 +165,11 @@ const maxRefused = 1024
 
 // maxRateKeys bounds the peers (and spaces) whose session rates are kept.
 const maxRateKeys = 1 << 14
+
+// allowed reports whether p may sync space (WithAccess).
+func (s *Service) allowed(p peer.ID, space protocol.ID) bool {
+	return s.cfg.access == nil || s.cfg.access(space, p)
+}
 
 // admit takes a session token of p and, unless space is zero, of space:
 // false means the peer is to be told busy.
@@ -471,6 +477,9 @@ func (s *Service) Sync(ctx context.Context, p peer.ID, space protocol.ID) (stats
 	if s.isRefused(p) {
 		return Stats{}, fmt.Errorf("sync %s with %s: %w (recently misbehaved)", space, p, ErrRefused)
 	}
+	if !s.allowed(p, space) {
+		return Stats{}, fmt.Errorf("sync %s with %s: %w", space, p, errNoAccess)
+	}
 	sink, ctx, done, err := s.session(ctx, space)
 	if err != nil {
 		return Stats{}, fmt.Errorf("sync %s with %s: %w", space, p, err)
@@ -605,6 +614,10 @@ func (s *Service) answer(ctx context.Context, str network.Stream, stats *Stats) 
 		return protocol.ID{}, err
 	}
 	sink, sctx, done, err := s.session(ctx, h.space)
+	if err == nil && !s.allowed(str.Conn().RemotePeer(), h.space) {
+		done()
+		err = errNotJoined // to this peer, this node is no member
+	}
 	switch {
 	case errors.Is(err, errNotJoined):
 		return h.space, c.send((&reply{status: statusNotMember}).encode())

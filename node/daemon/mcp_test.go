@@ -104,7 +104,7 @@ func TestMCPOverSocket(t *testing.T) {
 		}
 	}
 	slices.Sort(names)
-	want := []string{"discover", "dm", "inbox", "invoke", "join", "read", "send", "spaces", "wait", "whoami"}
+	want := []string{"create_space", "discover", "dm", "inbox", "invite", "invoke", "join", "join_invite", "members", "read", "send", "spaces", "wait", "whoami"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("tools %v, want %v", names, want)
 	}

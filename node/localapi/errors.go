@@ -52,6 +52,9 @@ var statusOf = map[string]int{
 	// Flood resistance.
 	api.CodeQuotaExceeded: http.StatusInsufficientStorage,
 	api.CodeRateLimited:   http.StatusTooManyRequests,
+	// Private spaces.
+	api.CodeNotMember: http.StatusForbidden,
+	api.CodeBadInvite: http.StatusUnprocessableEntity,
 }
 
 // describe turns an error of the backend into the API's answer: its

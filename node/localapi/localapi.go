@@ -26,6 +26,7 @@ import (
 	"github.com/weftmesh/weft/node/policy"
 	"github.com/weftmesh/weft/protocol"
 	"github.com/weftmesh/weft/protocol/api"
+	"github.com/weftmesh/weft/protocol/member"
 	"github.com/weftmesh/weft/store"
 )
 
@@ -86,6 +87,11 @@ type Backend interface {
 	Discover(ctx context.Context, capability string, limit int) ([]agent.Provider, error)
 
 	Serving() node.Serving
+	CreatePrivate(ctx context.Context, name string) (node.Space, error)
+	Invite(ref string, o node.InviteOptions) (member.Invite, string, error)
+	JoinInvite(ctx context.Context, token string) (node.Space, error)
+	Members(ref string) (node.Space, []node.Member, error)
+	Remove(ctx context.Context, ref string, p peer.ID) (node.Message, error)
 }
 
 // Handler is a registered handler (*node.Handler).
@@ -169,6 +175,11 @@ func New(b Backend, mcpPath string, mcp http.Handler, opts ...Option) *API {
 		{"GET /v1/peers/{peer}/card", a.peerCard},
 		{"GET /v1/peers/{peer}/health", a.peerHealth},
 		{"GET /v1/discover", a.discover},
+		{"POST /v1/private", a.createPrivate},
+		{"POST /v1/join", a.joinInvite},
+		{"POST /v1/spaces/{space}/invites", a.invite},
+		{"GET /v1/spaces/{space}/members", a.members},
+		{"DELETE /v1/spaces/{space}/members/{peer}", a.removeMember},
 	}
 	for _, r := range routes {
 		a.mux.HandleFunc(r.pattern, r.h)

@@ -73,6 +73,8 @@ type Space struct {
 	// Limits is what this node takes into the space (the node's defaults
 	// unless set for the space).
 	Limits *SpaceLimits `json:"limits,omitempty"`
+	// Private is true for a members-only space (see /v1/private).
+	Private bool `json:"private,omitempty"`
 }
 
 // SpaceLimits bound what a node takes into a space, from the network and

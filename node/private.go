@@ -1,0 +1,725 @@
+package node
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/weftmesh/weft/mesh"
+	"github.com/weftmesh/weft/mesh/admit"
+	"github.com/weftmesh/weft/protocol"
+	"github.com/weftmesh/weft/protocol/api"
+	"github.com/weftmesh/weft/protocol/member"
+	"github.com/weftmesh/weft/store"
+)
+
+// Private spaces (protocol/member): every message of one goes through
+// ingestPrivate, which checks it against the membership state of its
+// causal past before it is stored, on every path (this node's agents,
+// gossip, sync, a presented join). A message whose parents this node lacks
+// is held in memory until they arrive (sync fetches them), never refused
+// for it. The mesh is told who may take part in each space (spaceAccess):
+// the current members.
+
+// maxHeld bounds the messages held per private space for want of their
+// parents; beyond it new ones are dropped (sync fetches them again).
+const maxHeld = 100_000
+
+// DefaultInviteTTL is how long an invite lasts when no expiry is given.
+const DefaultInviteTTL = 24 * time.Hour
+
+// maxInviteAddrs bounds the addresses an invite carries.
+const maxInviteAddrs = 12
+
+// privSpaces are the private spaces this node has joined.
+type privSpaces struct {
+	mu     sync.RWMutex
+	spaces map[protocol.ID]*privSpace
+}
+
+func (ps *privSpaces) get(id protocol.ID) *privSpace {
+	ps.mu.RLock()
+	defer ps.mu.RUnlock()
+	return ps.spaces[id]
+}
+
+func (ps *privSpaces) set(s *privSpace) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if ps.spaces == nil {
+		ps.spaces = make(map[protocol.ID]*privSpace)
+	}
+	ps.spaces[s.graph.Space()] = s
+}
+
+// privSpace is one private space: its graph (under mu) and the messages
+// held for their parents.
+type privSpace struct {
+	name    string
+	genesis member.Genesis
+	current atomic.Pointer[member.State] // membership after every message held
+	// contacts are the members a joiner met through its invite: taken
+	// part with before this node has the history that makes them members.
+	contacts sync.Map // peer.ID → true
+
+	mu      sync.Mutex
+	graph   *member.Graph
+	pending map[protocol.ID][]*protocol.Message // by a missing parent
+	held    map[protocol.ID]bool
+}
+
+func newPrivSpace(name string, g *protocol.Message) (*privSpace, error) {
+	gen, err := member.ParseGenesis(g)
+	if err != nil {
+		return nil, err
+	}
+	gr, err := member.NewGraph(g)
+	if err != nil {
+		return nil, err
+	}
+	s := &privSpace{name: name, genesis: gen, graph: gr, pending: make(map[protocol.ID][]*protocol.Message), held: make(map[protocol.ID]bool)}
+	st := gr.Current()
+	s.current.Store(&st)
+	return s, nil
+}
+
+// rendezvous is a private space's DHT namespace: from its genesis's secret
+// nonce, so that only members (who hold the genesis) can find it, not
+// whoever knows the space's name or ID.
+func (s *privSpace) rendezvous() string {
+	h := sha256.Sum256(append([]byte("weft/private-rendezvous/v1\x00"), s.genesis.Nonce...))
+	return "weft/private/" + hex.EncodeToString(h[:])
+}
+
+// spaceAccess is mesh.Config.SpaceAccess: a private space admits its
+// current members, an open space everyone.
+func (n *Node) spaceAccess(space protocol.ID, p peer.ID) bool {
+	s := n.private.get(space)
+	if s == nil || s.current.Load().IsMember(p) {
+		return true
+	}
+	_, ok := s.contacts.Load(p)
+	return ok
+}
+
+// spaceRendezvous is mesh.Config.SpaceRendezvous.
+func (n *Node) spaceRendezvous(space protocol.ID) string {
+	if s := n.private.get(space); s != nil {
+		return s.rendezvous()
+	}
+	return protocol.Rendezvous(space)
+}
+
+// configurePrivate loads the private spaces (before the mesh starts, so
+// that its first connections are filtered) and sets the mesh's hooks.
+func (n *Node) configurePrivate(mc *mesh.Config) error {
+	spaces, err := n.store.Spaces()
+	if err != nil {
+		return err
+	}
+	for _, sp := range spaces {
+		if sp.Private == nil {
+			continue
+		}
+		if err := n.loadPrivate(sp); err != nil {
+			return fmt.Errorf("private space %s: %w", sp.Name, err)
+		}
+	}
+	mc.SpaceAccess = n.spaceAccess
+	mc.SpaceRendezvous = n.spaceRendezvous
+	return nil
+}
+
+// startPrivate serves presented joins; the mesh has started.
+func (n *Node) startPrivate() {
+	n.admitSvc = admit.New(n.mesh.Host(), n.presentedJoin)
+}
+
+// loadPrivate rebuilds a private space's graph from the store. Messages
+// were stored only once their parents were, so the space's order is a
+// topological one.
+func (n *Node) loadPrivate(sp store.Space) error {
+	e, err := n.store.Get(sp.Private.Genesis)
+	if err != nil {
+		return fmt.Errorf("genesis: %w", err)
+	}
+	g, err := decodeStored(e)
+	if err != nil {
+		return err
+	}
+	s, err := newPrivSpace(sp.Name, g.Message)
+	if err != nil {
+		return err
+	}
+	var after store.Cursor
+	for {
+		page, next, err := n.Read(sp.ID, after, 1000)
+		if err != nil {
+			return err
+		}
+		for _, m := range page {
+			if s.graph.Has(m.ID) {
+				continue
+			}
+			if err := s.graph.Add(m.Message); err != nil {
+				n.log.Warn("private space: stored message without its parents", "space", sp.ID, "id", m.ID, "err", err)
+			}
+		}
+		if len(page) == 0 || next == after {
+			break
+		}
+		after = next
+	}
+	st := s.graph.Current()
+	s.current.Store(&st)
+	n.private.set(s)
+	return nil
+}
+
+// privateError turns an auth refusal into the error this node's agents
+// get.
+func privateError(m *protocol.Message, err error) error {
+	code := api.CodeNotMember
+	if errors.Is(err, member.ErrBadInvite) {
+		code = api.CodeBadInvite
+	}
+	return &Error{Code: code, Msg: fmt.Sprintf("private space %s: %v", m.Space, err), Err: err}
+}
+
+// admitPrivate is the private-space part of admit (gossip's Gate and
+// Send): an error for a message refused in the state of its causal past;
+// nil for one allowed, one already held, or one that must wait for its
+// parents.
+func (n *Node) admitPrivate(m *protocol.Message) error {
+	s := n.private.get(m.Space)
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.graph.Has(m.ID) {
+		return nil
+	}
+	missing, err := s.check(m)
+	if err != nil {
+		return privateError(m, err)
+	}
+	_ = missing
+	return nil
+}
+
+func (s *privSpace) check(m *protocol.Message) ([]protocol.ID, error) {
+	return s.graph.Check(m)
+}
+
+// ingestPrivate is ingest for a message of private space s.
+//
+// The decision and the graph are under s.mu, the store write is not, so
+// that messages of one space are stored concurrently: a message is added
+// to the graph once stored, and one whose parent is still being stored
+// waits for it as for any missing parent.
+func (n *Node) ingestPrivate(ctx context.Context, s *privSpace, m *protocol.Message, via string) (store.Entry, bool, error) {
+	ok, err := n.decidePrivate(s, m, via)
+	if errors.Is(err, errHas) {
+		return n.stored(m.ID)
+	}
+	if err != nil || !ok {
+		return store.Entry{}, false, err
+	}
+	e, added, err := n.put(ctx, m, via)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		return e, added, err
+	}
+	n.accepted(ctx, s, m)
+	return e, added, nil
+}
+
+// errHas is decidePrivate's answer for a message already in the graph.
+var errHas = errors.New("already held")
+
+// decidePrivate checks m under s.mu: true accepts it (to be stored), an
+// error refuses it (errHas: it is in the graph already), false and no
+// error holds it for its parents.
+func (n *Node) decidePrivate(s *privSpace, m *protocol.Message, via string) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.graph.Has(m.ID) {
+		return false, errHas
+	}
+	missing, err := s.check(m)
+	if err != nil {
+		if via == "api" || via == "accept" || via == "admit" {
+			return false, privateError(m, err)
+		}
+		n.log.Info("private space: message refused", "via", via, "space", m.Space, "id", m.ID, "from", m.From, "err", err)
+		return false, fmt.Errorf("%v: %w", err, mesh.ErrDeclined)
+	}
+	if len(missing) > 0 {
+		if via == "admit" {
+			return false, errorf(api.CodeNotMember, "private space %s: the join's parents are unknown here", m.Space)
+		}
+		s.hold(m, missing)
+		return false, nil
+	}
+	return true, nil
+}
+
+// hold keeps m until missing (one of its parents) arrives. The caller
+// holds s.mu.
+func (s *privSpace) hold(m *protocol.Message, missing []protocol.ID) {
+	if s.held[m.ID] || len(s.held) >= maxHeld {
+		return
+	}
+	s.held[m.ID] = true
+	s.pending[missing[0]] = append(s.pending[missing[0]], m)
+}
+
+// accepted records m, stored, in the graph, and takes in the held messages
+// it was the last missing parent of. The caller holds s.mu.
+func (n *Node) accepted(ctx context.Context, s *privSpace, m *protocol.Message) {
+	queue := []*protocol.Message{m}
+	control := false
+	for len(queue) > 0 {
+		m := queue[0]
+		queue = queue[1:]
+		if err := s.graph.Add(m); err != nil {
+			n.log.Warn("private space: add", "id", m.ID, "err", err)
+			continue
+		}
+		control = control || member.IsControl(m)
+		children := s.pending[m.ID]
+		delete(s.pending, m.ID)
+		for _, c := range children {
+			delete(s.held, c.ID)
+			if s.graph.Has(c.ID) {
+				continue
+			}
+			missing, err := s.check(c)
+			switch {
+			case err != nil:
+				n.log.Info("private space: held message refused", "space", c.Space, "id", c.ID, "from", c.From, "err", err)
+			case len(missing) > 0:
+				s.hold(c, missing)
+			default:
+				if _, _, err := n.put(ctx, c, "held"); err != nil {
+					n.log.Warn("private space: store held message", "id", c.ID, "err", err)
+					continue
+				}
+				queue = append(queue, c)
+			}
+		}
+	}
+	if !control {
+		return
+	}
+	before := s.current.Load()
+	st := s.graph.Current()
+	s.current.Store(&st)
+	for _, e := range before.Members() {
+		if st.IsMember(e.Peer) || e.Peer == n.mesh.ID() {
+			continue
+		}
+		// It announced its subscription while a member: make it announce
+		// again, to be filtered. If this node removed it, tell it so
+		// (gossip no longer reaches it), so that its daemon stops posting.
+		_ = n.mesh.DropPeer(e.Peer)
+		if m.Sender() == n.mesh.ID() && member.IsControl(m) {
+			p, wire := e.Peer, m.Wire()
+			n.wg.Go(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), admit.Timeout)
+				defer cancel()
+				if err := admit.Present(ctx, n.mesh.Host(), p, wire); err != nil {
+					n.log.Debug("private space: tell a removed member", "peer", p, "err", err)
+				}
+			})
+		}
+	}
+}
+
+// CreatePrivate makes a members-only space called name, owned by this
+// node, and joins it.
+func (n *Node) CreatePrivate(ctx context.Context, name string) (Space, error) {
+	if err := CheckSpaceName(name); err != nil {
+		return Space{}, err
+	}
+	nonce := make([]byte, member.MinNonce)
+	if _, err := rand.Read(nonce); err != nil {
+		return Space{}, err
+	}
+	content, err := json.Marshal(member.Genesis{Name: name, Nonce: nonce})
+	if err != nil {
+		return Space{}, err
+	}
+	id := member.SpaceID(n.mesh.ID(), nonce)
+	g, err := protocol.Sign(n.key, protocol.Draft{Space: id, CreatedAt: time.Now(), Type: member.TypeGenesis, Content: content}, n.cfg.Limits)
+	if err != nil {
+		return Space{}, err
+	}
+	return n.joinPrivate(ctx, name, g)
+}
+
+// joinPrivate stores a private space's genesis and joins the space.
+func (n *Node) joinPrivate(ctx context.Context, name string, g *protocol.Message) (Space, error) {
+	s, err := newPrivSpace(name, g)
+	if err != nil {
+		return Space{}, wrap(api.CodeBadInvite, err)
+	}
+	if _, _, err := n.put(ctx, g, "api"); err != nil {
+		return Space{}, err
+	}
+	sp, _, err := n.store.JoinSpace(store.Space{ID: g.Space, Name: name, JoinedAt: time.Now().UTC(), Private: &store.Private{Genesis: g.ID}})
+	if err != nil {
+		return Space{}, err
+	}
+	if n.private.get(sp.ID) == nil {
+		n.private.set(s)
+	}
+	n.limits.set(sp.ID, sp.Limits)
+	if err := n.mesh.JoinSpace(sp.ID, spaceSink{n}); err != nil {
+		return Space{}, err
+	}
+	return n.describe(sp), nil
+}
+
+// privateSpace resolves ref to a joined private space.
+func (n *Node) privateSpace(ref string) (Space, *privSpace, error) {
+	sp, err := n.Space(ref)
+	if err != nil {
+		return Space{}, nil, err
+	}
+	s := n.private.get(sp.ID)
+	if s == nil {
+		return Space{}, nil, errorf(api.CodeBadRequest, "space %q is open, not private: it has no members or invites", ref)
+	}
+	return sp, s, nil
+}
+
+// InviteOptions are what an invite grants.
+type InviteOptions struct {
+	Peer    peer.ID       // bind to this peer; empty: any holder
+	Role    member.Role   // default member
+	Expires time.Duration // default DefaultInviteTTL
+}
+
+// Invite issues an invite token to a private space this node may invite
+// to (as its owner or an admin).
+func (n *Node) Invite(ref string, o InviteOptions) (member.Invite, string, error) {
+	sp, s, err := n.privateSpace(ref)
+	if err != nil {
+		return member.Invite{}, "", err
+	}
+	if o.Role == "" {
+		o.Role = member.Member
+	}
+	if _, err := member.ParseRole(string(o.Role)); err != nil {
+		return member.Invite{}, "", wrap(api.CodeBadRequest, err)
+	}
+	if o.Expires == 0 {
+		o.Expires = DefaultInviteTTL
+	}
+	if o.Expires < 0 {
+		return member.Invite{}, "", errorf(api.CodeBadRequest, "expiry must be positive")
+	}
+	mine := s.current.Load().Role(n.mesh.ID())
+	if mine.Power() < member.Admin.Power() || mine.Power() < o.Role.Power() {
+		return member.Invite{}, "", errorf(api.CodeNotMember, "this node (role %q) may not invite to %s as %s", mine, sp.Name, o.Role)
+	}
+	heads, err := n.store.Heads(sp.ID)
+	if err != nil {
+		return member.Invite{}, "", err
+	}
+	if len(heads) > member.MaxInviteHeads {
+		heads = heads[:member.MaxInviteHeads]
+	}
+	nonce := make([]byte, 16)
+	if _, err := rand.Read(nonce); err != nil {
+		return member.Invite{}, "", err
+	}
+	inv := member.Invite{Space: sp.ID, Role: o.Role, Expires: time.Now().Add(o.Expires).UnixMilli(), Nonce: nonce, Heads: heads, Genesis: s.graph.Genesis().Encode()}
+	if o.Peer != "" {
+		inv.Peer = o.Peer.String()
+	}
+	inv.Addrs = n.memberAddrs(sp.ID)
+	tok, err := member.Issue(n.key, inv)
+	if err != nil {
+		return member.Invite{}, "", err
+	}
+	inv, err = member.ParseInvite(tok)
+	return inv, tok, err
+}
+
+// memberAddrs lists this node's addresses, then those of the space's
+// members it is connected to: where a joiner can present its join while
+// this node is offline.
+func (n *Node) memberAddrs(space protocol.ID) []string {
+	var out []string
+	for _, a := range n.mesh.Addrs() {
+		out = append(out, a.String())
+	}
+	for _, p := range n.mesh.Peers() {
+		if !n.spaceAccess(space, p.ID) {
+			continue
+		}
+		for _, a := range p.Addrs {
+			if full, err := ma.NewMultiaddr(a.String() + "/p2p/" + p.ID.String()); err == nil {
+				out = append(out, full.String())
+			}
+		}
+	}
+	if len(out) > maxInviteAddrs {
+		out = out[:maxInviteAddrs]
+	}
+	return out
+}
+
+// JoinInvite joins a private space by an invite token: it checks the
+// invite, presents a signed join to a member reachable at the invite's
+// addresses (the issuer first), and only once one has accepted it stores
+// the space and joins its topic, where sync brings the history. Nothing
+// is stored for an invite that is refused.
+func (n *Node) JoinInvite(ctx context.Context, token string) (Space, error) {
+	inv, err := member.ParseInvite(token)
+	if err != nil {
+		return Space{}, wrap(api.CodeBadInvite, err)
+	}
+	self := n.mesh.ID()
+	if err := inv.Admits(self, time.Now()); err != nil {
+		return Space{}, wrap(api.CodeBadInvite, err)
+	}
+	g, err := inv.GenesisMessage()
+	if err != nil {
+		return Space{}, wrap(api.CodeBadInvite, err)
+	}
+	var gen member.Genesis
+	_ = json.Unmarshal(g.Content, &gen)
+	if s := n.private.get(inv.Space); s != nil && s.current.Load().IsMember(self) {
+		sp, err := n.Space(inv.Space.String())
+		return sp, err
+	}
+	content, err := json.Marshal(member.Change{Op: member.OpJoin, Peer: self.String(), Invite: token})
+	if err != nil {
+		return Space{}, err
+	}
+	join, err := protocol.Sign(n.key, protocol.Draft{Space: inv.Space, CreatedAt: time.Now(), Prev: inv.Heads, Type: member.TypeMember, Content: content}, n.cfg.Limits)
+	if err != nil {
+		return Space{}, err
+	}
+	// Present the join to the members the invite names, the issuer first.
+	var tried []string
+	presented, presenter := false, peer.ID("")
+	for _, p := range n.inviteContacts(ctx, inv) {
+		err := admit.Present(ctx, n.mesh.Host(), p, join.Wire())
+		var ref *admit.Refused
+		if errors.As(err, &ref) {
+			code := ref.Code
+			if code != api.CodeBadInvite && code != api.CodeNotMember {
+				code = api.CodeNotMember
+			}
+			return Space{}, errorf(code, "join refused by %s: %s", p, ref.Msg)
+		}
+		if err != nil {
+			tried = append(tried, fmt.Sprintf("%s: %v", p, err))
+			continue
+		}
+		presented, presenter = true, p
+		break
+	}
+	if !presented {
+		return Space{}, errorf(api.CodeConnectFailed, "no member of the space could be reached to present the join: %v", tried)
+	}
+	sp, err := n.joinPrivate(ctx, gen.Name, g)
+	if err != nil {
+		return Space{}, err
+	}
+	s := n.private.get(sp.ID)
+	s.contacts.Store(inv.IssuerID(), true)
+	s.contacts.Store(presenter, true)
+	if _, _, err := n.ingestPrivate(ctx, s, join, "api"); err != nil {
+		n.log.Warn("private space: own join", "space", sp.ID, "err", err)
+	}
+	// The join waits for the history it names: fetch it from the member
+	// that took the join, so that this node is a member when it returns.
+	wait, cancel := context.WithTimeout(ctx, joinSyncWait)
+	defer cancel()
+	for !s.has(join.ID) {
+		if _, err := n.mesh.Sync(wait, presenter, sp.ID); err != nil {
+			n.log.Debug("private space: sync after join", "space", sp.ID, "peer", presenter, "err", err)
+		}
+		if s.has(join.ID) {
+			break
+		}
+		select {
+		case <-wait.Done():
+			return n.describe(sp.Space), nil // sync goes on in the background
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	sp, err = n.Space(sp.ID.String())
+	return sp, err
+}
+
+// joinSyncWait bounds how long JoinInvite waits for the space's history.
+const joinSyncWait = 30 * time.Second
+
+func (s *privSpace) has(id protocol.ID) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.graph.Has(id)
+}
+
+// inviteContacts connects to the peers at an invite's addresses and
+// returns those reached, the issuer first.
+func (n *Node) inviteContacts(ctx context.Context, inv member.Invite) []peer.ID {
+	seen := map[peer.ID]bool{}
+	var out []peer.ID
+	for _, a := range inv.Addrs {
+		addr, err := ma.NewMultiaddr(a)
+		if err != nil {
+			continue
+		}
+		ai, err := peer.AddrInfoFromP2pAddr(addr)
+		if err != nil || ai.ID == n.mesh.ID() || seen[ai.ID] {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, connectWait)
+		_, err = n.mesh.Connect(cctx, addr)
+		cancel()
+		if err != nil {
+			continue
+		}
+		seen[ai.ID] = true
+		out = append(out, ai.ID)
+	}
+	if iss := inv.IssuerID(); !seen[iss] && len(n.mesh.Host().Network().ConnsToPeer(iss)) > 0 {
+		out = append(out, iss)
+	}
+	slices.SortStableFunc(out, func(a, b peer.ID) int {
+		switch {
+		case a == inv.IssuerID():
+			return -1
+		case b == inv.IssuerID():
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// presentedJoin decides a join a peer presents (mesh/admit): a valid join
+// of that peer, by a valid invite, in a private space this node is in.
+// It is stored and published to the members.
+func (n *Node) presentedJoin(ctx context.Context, from peer.ID, wire []byte) error {
+	m, err := protocol.Validate(wire, time.Now(), n.cfg.Limits)
+	if err != nil {
+		return err
+	}
+	if m.Type != member.TypeMember {
+		return errorf(api.CodeNotMember, "only a join of its sender may be presented")
+	}
+	c, target, err := member.ParseChange(m)
+	if err != nil {
+		return wrap(api.CodeNotMember, err)
+	}
+	s := n.private.get(m.Space)
+	if s == nil {
+		return errorf(api.CodeNotMember, "this node is not in space %s", m.Space)
+	}
+	if c.Op == member.OpRemove && target == n.mesh.ID() {
+		// This node's own removal, from the member that removed it.
+		_, _, err := n.ingestPrivate(ctx, s, m, "mesh")
+		return err
+	}
+	if c.Op != member.OpJoin {
+		return errorf(api.CodeNotMember, "only a join, or the removal of this node, may be presented")
+	}
+	// The invite must also be live by this node's clock, not only by the
+	// join's created_at, which its sender chose.
+	inv, err := member.ParseInvite(c.Invite)
+	if err != nil {
+		return wrap(api.CodeBadInvite, err)
+	}
+	if m.Sender() != from {
+		return errorf(api.CodeNotMember, "only a join of its sender may be presented")
+	}
+	if err := inv.Admits(from, time.Now()); err != nil {
+		return wrap(api.CodeBadInvite, err)
+	}
+	if _, _, err := n.ingestPrivate(ctx, s, m, "admit"); err != nil {
+		return err
+	}
+	if err := n.mesh.Publish(ctx, m); err != nil {
+		n.log.Debug("publish presented join", "id", m.ID, "err", err)
+	}
+	return nil
+}
+
+// ErrorCode lets mesh/admit send an *Error's code.
+func (e *Error) ErrorCode() string { return e.Code }
+
+// Member is a member of a private space.
+type Member = member.Entry
+
+// Members lists a private space's members as this node knows them.
+func (n *Node) Members(ref string) (Space, []Member, error) {
+	sp, s, err := n.privateSpace(ref)
+	if err != nil {
+		return Space{}, nil, err
+	}
+	return sp, s.current.Load().Members(), nil
+}
+
+// Remove removes a member of a private space (this node must be an admin
+// or its owner, and outrank it): its messages after the removal are
+// refused by every node.
+func (n *Node) Remove(ctx context.Context, ref string, p peer.ID) (Message, error) {
+	return n.change(ctx, ref, member.Change{Op: member.OpRemove, Peer: p.String()})
+}
+
+// SetRole gives a member of a private space another role.
+func (n *Node) SetRole(ctx context.Context, ref string, p peer.ID, r member.Role) (Message, error) {
+	return n.change(ctx, ref, member.Change{Op: member.OpRole, Peer: p.String(), Role: r})
+}
+
+func (n *Node) change(ctx context.Context, ref string, c member.Change) (Message, error) {
+	sp, s, err := n.privateSpace(ref)
+	if err != nil {
+		return Message{}, err
+	}
+	p, _ := peer.Decode(c.Peer)
+	if c.Op == member.OpRemove && !s.current.Load().IsMember(p) {
+		return Message{}, errorf(api.CodeNotFound, "%s is not a member of %s", c.Peer, sp.Name)
+	}
+	content, err := json.Marshal(c)
+	if err != nil {
+		return Message{}, err
+	}
+	return n.Send(ctx, sp.ID, Post{Type: member.TypeMember, Content: content})
+}
+
+// privateByName finds a joined private space by its name (open spaces are
+// found by the hash of theirs).
+func (n *Node) privateByName(name string) (store.Space, error) {
+	spaces, err := n.store.Spaces()
+	if err != nil {
+		return store.Space{}, err
+	}
+	for _, sp := range spaces {
+		if sp.Private != nil && sp.Name == name {
+			return sp, nil
+		}
+	}
+	return store.Space{}, store.ErrNotFound
+}
