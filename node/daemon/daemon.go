@@ -22,9 +22,9 @@ import (
 	"github.com/weftmesh/weft/node"
 	"github.com/weftmesh/weft/node/client"
 	"github.com/weftmesh/weft/node/localapi"
+	weftmcp "github.com/weftmesh/weft/node/mcp"
 	"github.com/weftmesh/weft/node/web"
 	"github.com/weftmesh/weft/node/webui"
-	weftmcp "github.com/weftmesh/weft/node/mcp"
 )
 
 // Config configures a daemon: its node, and what the daemon serves.
