@@ -77,7 +77,7 @@ func badWires(tb testing.TB, key crypto.PrivKey, space protocol.ID) []badWire {
 func TestValidator(t *testing.T) {
 	space := protocol.SpaceID("test/validator")
 	key, _, _ := crypto.GenerateEd25519Key(rand.Reader)
-	val := validator(space, "self", smallLimits, time.Now, newFloodGuard(DefaultRateLimits(), time.Now, slog.New(slog.DiscardHandler)), nil, slog.New(slog.DiscardHandler))
+	val := validator(space, "self", smallLimits, time.Now, newFloodGuard(DefaultRateLimits(), time.Now, slog.New(slog.DiscardHandler)), nil, nil, slog.New(slog.DiscardHandler))
 
 	good := sign(t, key, space, "fine", nil)
 	pm := &pubsub.Message{Message: &pb.Message{Data: good.Encode()}}

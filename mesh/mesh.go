@@ -154,6 +154,7 @@ func New(ctx context.Context, key crypto.PrivKey, cfg Config) (_ *Mesh, err erro
 			reconcile.WithLogger(cfg.Logger.With("component", "sync")),
 			reconcile.WithWindow(cfg.SyncWindow),
 			reconcile.WithOnReceived(m.spread),
+			reconcile.WithOnSession(cfg.OnSync),
 		)
 		if err != nil {
 			return nil, err

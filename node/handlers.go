@@ -9,6 +9,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/weftmesh/weft/node/metrics"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/weftmesh/weft/mesh/call"
@@ -26,7 +30,10 @@ const (
 // handlers routes calls that reach this node to the agents that registered
 // to serve them (RegisterHandler). It is the node's call.Handler.
 type handlers struct {
-	rel policy.Relations // who the caller is to this node: asked by call policies
+	rel     policy.Relations // who the caller is to this node: asked by call policies
+	self    peer.ID
+	tracer  trace.Tracer
+	metrics *metrics.Metrics
 
 	mu     sync.Mutex
 	byName map[string][]*Handler
@@ -112,8 +119,11 @@ type servedCall struct {
 	ctx  context.Context
 	conn *Handler
 
+	span trace.SpanContext // the server span; nested calls are its children
+
 	mu       sync.Mutex // serializes writes to c
 	finished bool       // c was answered, or the call ended
+	status   string     // how it ended: "ok" or an error code
 	answered chan struct{}
 }
 
@@ -240,11 +250,30 @@ func (hs *handlers) call(id string) *servedCall {
 func (hs *handlers) ServeCall(ctx context.Context, c *call.Call) {
 	hs.active.Add(1)
 	defer hs.active.Add(-1)
+	start := time.Now()
+	name := c.Request.Name
+	ctx, span := hs.tracer.Start(fromMeta(ctx, c.Request.Meta), "invoke_agent "+name, trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(callAttrs(name, hs.self, c.From, c.Request.Meta, c.Request.Stream)...))
+	var sc *servedCall
+	served := true
+	var failure error // how the call failed before reaching a handler
+	defer func() {
+		if sc != nil {
+			sc.mu.Lock()
+			if sc.status != "ok" && sc.status != "" {
+				failure = protocol.Errorf(sc.status, "%s", sc.status)
+			}
+			sc.mu.Unlock()
+		}
+		hs.metrics.CallServed(name, served, endSpan(span, failure), time.Since(start))
+	}()
 	var hc *Handler
 	for {
 		var refusal *protocol.CallError
-		hc, refusal = hs.pick(c.Request.Name, c.From)
+		hc, refusal = hs.pick(name, c.From)
 		if hc == nil {
+			served = refusal.Code != protocol.CodeNoHandler
+			failure = refusal
 			c.Fail(refusal)
 			return
 		}
@@ -253,6 +282,7 @@ func (hs *handlers) ServeCall(ctx context.Context, c *call.Call) {
 		case <-hc.done:
 			continue // that connection went away: pick another
 		case <-ctx.Done():
+			failure = ctxFailure(ctx)
 			failCtx(ctx, c)
 			return
 		}
@@ -260,7 +290,7 @@ func (hs *handlers) ServeCall(ctx context.Context, c *call.Call) {
 	}
 	defer func() { <-hc.slots }()
 
-	sc := &servedCall{id: newCallID(), c: c, ctx: ctx, conn: hc, answered: make(chan struct{})}
+	sc = &servedCall{id: newCallID(), c: c, ctx: ctx, conn: hc, answered: make(chan struct{}), span: span.SpanContext()}
 	hs.mu.Lock()
 	hs.calls[sc.id] = sc
 	hs.mu.Unlock()
@@ -270,9 +300,11 @@ func (hs *handlers) ServeCall(ctx context.Context, c *call.Call) {
 		hs.mu.Unlock()
 	}()
 
+	span.SetAttributes(attribute.String("weft.call.id", sc.id))
 	ev := IncomingCall{
 		ID: sc.id, Name: c.Request.Name, From: c.From,
-		Input: c.Request.Input, Meta: c.Request.Meta, Stream: c.Request.Stream,
+		// The handler continues the trace from the server span.
+		Input: c.Request.Input, Meta: intoMeta(ctx, span, c.Request.Meta), Stream: c.Request.Stream,
 	}
 	if c.Request.Deadline > 0 {
 		ev.Deadline = time.UnixMilli(c.Request.Deadline).UTC()
@@ -308,6 +340,7 @@ func (sc *servedCall) end(e *protocol.CallError) {
 	defer sc.mu.Unlock()
 	if !sc.finished {
 		sc.finished = true
+		sc.status = e.Code
 		sc.c.Fail(e)
 		close(sc.answered)
 	}
@@ -324,6 +357,12 @@ func (sc *servedCall) write(last bool, f func(c *call.Call) error) (ok bool, err
 	err = f(sc.c)
 	if last || err != nil {
 		sc.finished = true
+		switch {
+		case err != nil:
+			sc.status = errorCode(err)
+		case sc.status == "":
+			sc.status = "ok"
+		}
 		close(sc.answered)
 	}
 	return true, err

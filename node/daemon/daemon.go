@@ -18,12 +18,13 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/weftmesh/weft/node"
 	"github.com/weftmesh/weft/node/client"
 	"github.com/weftmesh/weft/node/localapi"
-	"github.com/weftmesh/weft/node/web"
 	weftmcp "github.com/weftmesh/weft/node/mcp"
+	"github.com/weftmesh/weft/node/web"
 )
 
 // Config configures a daemon: its node, and what the daemon serves.
@@ -128,6 +129,8 @@ type Daemon struct {
 	mcpSrv *http.Server // MCP on loopback TCP, when configured
 	mcpLn  net.Listener
 
+	tracer *sdktrace.TracerProvider // made from OTEL_* variables, when they configure tracing
+
 	web    *web.Server  // the loopback HTTP listener's routes, when configured
 	webSrv *http.Server // and its server
 	webLn  net.Listener
@@ -148,8 +151,13 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 	if d.log == nil {
 		d.log = slog.New(slog.DiscardHandler)
 	}
+	if err := d.setupObs(ctx, &cfg.Config); err != nil {
+		d.shutdownTracer()
+		return nil, err
+	}
 	d.node, err = node.New(ctx, cfg.Config)
 	if err != nil {
+		d.shutdownTracer()
 		return nil, err
 	}
 	defer func() {
@@ -159,7 +167,7 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 	}()
 	var bg context.Context
 	bg, d.cancel = context.WithCancel(context.Background())
-	api := localapi.New(localapi.FromNode(d.node), weftmcp.Path, d.mcpHandler(), localapi.WithBodyTimeout(cfg.bodyTimeout()))
+	api := localapi.New(localapi.FromNode(d.node), weftmcp.Path, d.mcpHandler(), append(d.apiObs(), localapi.WithBodyTimeout(cfg.bodyTimeout()))...)
 	d.api = d.newServer(bg, api) // Close ends streams through bg
 	if cfg.MCPListen != "" {
 		if err := d.listenMCP(bg); err != nil {
@@ -170,6 +178,7 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 		if err := d.listenWeb(bg); err != nil {
 			return nil, err
 		}
+		d.mountObs()
 	}
 	gid, err := cfg.socketGID()
 	if err != nil {
@@ -219,9 +228,20 @@ func (d *Daemon) Close() error {
 			d.ln.Close()
 		}
 		d.wg.Wait()
-		err = d.node.Close()
+		err = errors.Join(d.node.Close(), d.shutdownTracer())
 	})
 	return err
+}
+
+// shutdownTracer flushes and stops the tracer provider, if the daemon
+// made one.
+func (d *Daemon) shutdownTracer() error {
+	if d.tracer == nil {
+		return nil
+	}
+	tp := d.tracer
+	d.tracer = nil
+	return shutdownTracer(tp)
 }
 
 // ID returns the node's peer ID.

@@ -108,6 +108,8 @@ type API struct {
 	mux         *http.ServeMux
 	maxBody     int64 // a body carrying a message
 	bodyTimeout time.Duration
+	metrics     http.Handler                                    // GET /v1/metrics, when set
+	observe     func(route string, status int, d time.Duration) // told of every request, when set
 }
 
 // Option configures an API.
@@ -117,6 +119,16 @@ type Option func(*API)
 // (default DefaultBodyTimeout; 0: no bound): see BoundBodies. The frames
 // of a stream call may take as long as the call lasts.
 func WithBodyTimeout(d time.Duration) Option { return func(a *API) { a.bodyTimeout = d } }
+
+// WithMetrics serves h (a Prometheus handler) at GET /v1/metrics.
+func WithMetrics(h http.Handler) Option { return func(a *API) { a.metrics = h } }
+
+// WithObserver has f told of every request when it is answered (a stream
+// when it ends): route is the pattern it matched ("GET /v1/node"), or
+// "other" when it matched none; status is the answer's HTTP status.
+func WithObserver(f func(route string, status int, d time.Duration)) Option {
+	return func(a *API) { a.observe = f }
+}
 
 // New returns the API of b; mcp, if not nil, is served at mcpPath.
 func New(b Backend, mcpPath string, mcp http.Handler, opts ...Option) *API {
@@ -167,6 +179,9 @@ func New(b Backend, mcpPath string, mcp http.Handler, opts ...Option) *API {
 	if mcp != nil {
 		a.mux.Handle(mcpPath, mcp)
 	}
+	if a.metrics != nil {
+		a.mux.Handle("GET /v1/metrics", a.metrics)
+	}
 	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if a.knownPath(r) {
 			writeError(w, api.CodeMethod, r.Method+" is not supported on "+r.URL.Path)
@@ -181,7 +196,58 @@ func New(b Backend, mcpPath string, mcp http.Handler, opts ...Option) *API {
 // sets Origin or Referer, a local agent does not) are refused; request
 // bodies are bounded in time (WithBodyTimeout).
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	BoundBodies(a.bodyTimeout, RefuseBrowsers(a.mux)).ServeHTTP(w, r)
+	h := BoundBodies(a.bodyTimeout, RefuseBrowsers(a.mux))
+	if a.observe == nil {
+		h.ServeHTTP(w, r)
+		return
+	}
+	start := time.Now()
+	sw := &statusWriter{ResponseWriter: w}
+	h.ServeHTTP(sw, r)
+	route := r.Pattern // set by the mux on r itself
+	if route == "" || route == "/" {
+		route = "other"
+	}
+	a.observe(route, sw.status(), time.Since(start))
+}
+
+// statusWriter remembers the status of an answer. It unwraps to the
+// ResponseWriter it wraps (http.ResponseController) and flushes.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.code == 0 {
+		w.code = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Flush() {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *statusWriter) status() int {
+	if w.code == 0 {
+		return http.StatusOK
+	}
+	return w.code
 }
 
 // RefuseBrowsers turns away requests that carry Origin or Referer.
