@@ -1,7 +1,8 @@
 // Package telemetry sets up a daemon's OpenTelemetry tracing from the
 // standard OTEL_* environment variables: off unless an OTLP endpoint is
 // set (OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT),
-// and then exported over OTLP/HTTP with protobuf, in batches. The
+// and then exported over OTLP (http/protobuf by default, or grpc as
+// OTEL_EXPORTER_OTLP_PROTOCOL says), in batches. The
 // exporter, the batch processor and the sampler read their other
 // variables themselves (OTEL_EXPORTER_OTLP_HEADERS, _TIMEOUT,
 // OTEL_BSP_SCHEDULE_DELAY, OTEL_TRACES_SAMPLER, …); OTEL_SERVICE_NAME and
@@ -16,6 +17,7 @@ import (
 	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -43,10 +45,16 @@ func FromEnv(ctx context.Context, id, version string) (*sdktrace.TracerProvider,
 	if proto == "" {
 		proto = os.Getenv("OTEL_EXPORTER_OTLP_PROTOCOL")
 	}
-	if proto != "" && proto != "http/protobuf" {
-		return nil, fmt.Errorf("tracing: OTLP protocol %q is not supported: weft exports over http/protobuf (the default; unset OTEL_EXPORTER_OTLP_PROTOCOL or set it to http/protobuf, and point the endpoint at the collector's HTTP port, 4318)", proto)
+	var exp sdktrace.SpanExporter
+	var err error
+	switch proto {
+	case "", "http/protobuf":
+		exp, err = otlptracehttp.New(ctx)
+	case "grpc":
+		exp, err = otlptracegrpc.New(ctx)
+	default:
+		return nil, fmt.Errorf("tracing: OTLP protocol %q is not supported: use http/protobuf (the default, the collector's port 4318) or grpc (port 4317)", proto)
 	}
-	exp, err := otlptracehttp.New(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("tracing: OTLP exporter: %w", err)
 	}
