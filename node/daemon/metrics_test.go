@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/weftmesh/weft/node/client"
 	"github.com/weftmesh/weft/node/web"
 	"github.com/weftmesh/weft/protocol/api"
@@ -177,6 +179,35 @@ func TestMetrics(t *testing.T) {
 	for _, prefix := range []string{"libp2p_rcmgr_", "libp2p_swarm_", "libp2p_identify_"} {
 		if !strings.Contains(am, "\n"+prefix) {
 			t.Errorf("a's metrics have no %s… metric", prefix)
+		}
+	}
+
+	// Every metric the Grafana dashboard queries is registered (a vector
+	// shows in a scrape only once it has a label set).
+	registered := make(map[string]bool)
+	descs := make(chan *prometheus.Desc)
+	go func() { a.Node().Config().Metrics.Registry().Describe(descs); close(descs) }()
+	fqName := regexp.MustCompile(`fqName: "([^"]+)"`)
+	for d := range descs {
+		if m := fqName.FindStringSubmatch(d.String()); m != nil {
+			registered[m[1]] = true
+		}
+	}
+	dash, err := os.ReadFile("../../examples/grafana/weft.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := regexp.MustCompile(`\b(weft|libp2p|process|go)_[a-z_]+`).FindAllString(string(dash), -1)
+	if len(names) < 20 {
+		t.Fatalf("only %d metric names in the dashboard", len(names))
+	}
+	for _, name := range names {
+		base := name
+		for _, suf := range []string{"_bucket", "_count", "_sum"} {
+			base = strings.TrimSuffix(base, suf)
+		}
+		if !registered[base] {
+			t.Errorf("the dashboard queries %s, which a's registry lacks", name)
 		}
 	}
 
