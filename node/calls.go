@@ -9,6 +9,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/weftmesh/weft/mesh/call"
 	"github.com/weftmesh/weft/node/policy"
@@ -336,6 +337,9 @@ func (s *CallStream) Close() error {
 // span's context to the callee.
 func (n *Node) startCall(ctx context.Context, inv Invocation, req *protocol.CallRequest) (context.Context, func(error)) {
 	start := time.Now()
+	if n.cfg.Tracer == nil {
+		return ctx, func(err error) { n.cfg.Metrics.CallMade(inv.Name, endSpan(noop.Span{}, err), time.Since(start)) }
+	}
 	pctx := fromMeta(ctx, inv.Meta)
 	if _, err := protocol.ParseTraceparent(inv.Meta[protocol.MetaTraceparent]); err != nil && inv.Parent != "" {
 		if sc := n.handlers.call(inv.Parent); sc != nil && sc.span.IsValid() {

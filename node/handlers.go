@@ -12,6 +12,7 @@ import (
 	"github.com/weftmesh/weft/node/metrics"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
@@ -32,6 +33,7 @@ const (
 type handlers struct {
 	rel     policy.Relations // who the caller is to this node: asked by call policies
 	self    peer.ID
+	tracing bool // tracer records spans
 	tracer  trace.Tracer
 	metrics *metrics.Metrics
 
@@ -252,8 +254,11 @@ func (hs *handlers) ServeCall(ctx context.Context, c *call.Call) {
 	defer hs.active.Add(-1)
 	start := time.Now()
 	name := c.Request.Name
-	ctx, span := hs.tracer.Start(fromMeta(ctx, c.Request.Meta), "invoke_agent "+name, trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithAttributes(callAttrs(name, hs.self, c.From, c.Request.Meta, c.Request.Stream)...))
+	var span trace.Span = noop.Span{}
+	if hs.tracing {
+		ctx, span = hs.tracer.Start(fromMeta(ctx, c.Request.Meta), "invoke_agent "+name, trace.WithSpanKind(trace.SpanKindServer),
+			trace.WithAttributes(callAttrs(name, hs.self, c.From, c.Request.Meta, c.Request.Stream)...))
+	}
 	var sc *servedCall
 	served := true
 	var failure error // how the call failed before reaching a handler
@@ -300,7 +305,9 @@ func (hs *handlers) ServeCall(ctx context.Context, c *call.Call) {
 		hs.mu.Unlock()
 	}()
 
-	span.SetAttributes(attribute.String("weft.call.id", sc.id))
+	if hs.tracing {
+		span.SetAttributes(attribute.String("weft.call.id", sc.id))
+	}
 	ev := IncomingCall{
 		ID: sc.id, Name: c.Request.Name, From: c.From,
 		// The handler continues the trace from the server span.

@@ -108,6 +108,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		limits: spaceLimits{own: make(map[protocol.ID]store.SpaceLimits)}, pacer: newPacer(cfg.paceRate())}
 	n.handlers.rel = trust
 	n.handlers.self, n.handlers.tracer, n.handlers.metrics = id, n.tracer, cfg.Metrics
+	n.handlers.tracing = cfg.Tracer != nil
 	defer func() {
 		if err != nil {
 			n.Close()

@@ -119,6 +119,9 @@ func errorCode(err error) string {
 // or delivered ("process", a consumer span) in space, child of the trace
 // context in meta.
 func (n *Node) messageSpan(ctx context.Context, op string, space string, m *protocol.Message) (context.Context, trace.Span) {
+	if n.cfg.Tracer == nil {
+		return ctx, noop.Span{} // no attributes to build for every message
+	}
 	kind := trace.SpanKindProducer
 	if op == "process" {
 		kind = trace.SpanKindConsumer
@@ -148,6 +151,9 @@ func (n *Node) spaceLabel(id protocol.ID) string {
 // syncSession is told of each sync session that ends: it records it as a
 // span (its own trace: sync runs on its own schedule).
 func (n *Node) syncSession(s reconcile.Session) {
+	if n.cfg.Tracer == nil {
+		return
+	}
 	kind := trace.SpanKindServer
 	if s.Initiated {
 		kind = trace.SpanKindClient
