@@ -123,6 +123,14 @@ func TestMetrics(t *testing.T) {
 	serve(t, cb, func(context.Context, api.IncomingCall, func(json.RawMessage) error) (json.RawMessage, map[string]string, error) {
 		return nil, nil, &client.Error{Code: "nope", Message: "made-up code"}
 	}, "fail")
+	serve(t, cb, func(_ context.Context, _ api.IncomingCall, send func(json.RawMessage) error) (json.RawMessage, map[string]string, error) {
+		for range 3 {
+			if err := send(json.RawMessage(`"delta"`)); err != nil {
+				return nil, nil, err
+			}
+		}
+		return json.RawMessage(`"done"`), nil, nil
+	}, "count")
 
 	before := scrapeWeb(t, a)
 	if _, ok := sample(before, "weft_messages_sent_total", map[string]string{"space": "obs"}); ok {
@@ -148,6 +156,13 @@ func TestMetrics(t *testing.T) {
 	if _, err := ca.Invoke(ctx, api.InvokeRequest{Peer: b.ID().String(), Name: "fail"}); err == nil {
 		t.Fatal("call to fail succeeded")
 	}
+	frames := 0
+	if err := ca.InvokeStream(ctx, api.InvokeRequest{Peer: b.ID().String(), Name: "count", Stream: true}, func(api.Frame) error {
+		frames++
+		return nil
+	}); err != nil || frames < 4 {
+		t.Fatalf("stream call: %d frames, %v", frames, err)
+	}
 	if _, err := ca.Invoke(ctx, api.InvokeRequest{Peer: b.ID().String(), Name: "nobody-serves-this"}); !client.IsCode(err, "no_handler") {
 		t.Fatalf("call to nobody: %v", err)
 	}
@@ -169,8 +184,9 @@ func TestMetrics(t *testing.T) {
 	want(am, "a", "weft_calls_total", map[string]string{"side": "client", "name": "fail", "status": "other"}, 1)
 	want(am, "a", "weft_calls_total", map[string]string{"side": "client", "name": "nobody-serves-this", "status": "no_handler"}, 1)
 	want(am, "a", "weft_call_duration_seconds_count", map[string]string{"side": "client", "name": "echo"}, 1)
+	want(am, "a", "weft_calls_total", map[string]string{"side": "client", "name": "count", "status": "ok"}, 1)
 	want(am, "a", "weft_api_requests_total", map[string]string{"route": "POST /v1/spaces/{space}/messages", "code": "201"}, sends)
-	want(am, "a", "weft_api_request_duration_seconds_count", map[string]string{"route": "POST /v1/invoke"}, 3)
+	want(am, "a", "weft_api_request_duration_seconds_count", map[string]string{"route": "POST /v1/invoke"}, 4)
 	want(am, "a", "weft_store_size_bytes", map[string]string{"part": "vlog"}, 0) // Badger measures once a minute
 	want(am, "a", "weft_peers_connected", nil, 1)
 	want(am, "a", "weft_dm_outbox_messages", nil, 0)
@@ -221,6 +237,7 @@ func TestMetrics(t *testing.T) {
 	want(bm, "b", "weft_dm_received_total", map[string]string{"result": "accepted"}, 1)
 	want(bm, "b", "weft_calls_total", map[string]string{"side": "server", "name": "echo", "status": "ok"}, 1)
 	want(bm, "b", "weft_calls_total", map[string]string{"side": "server", "name": "fail", "status": "other"}, 1)
+	want(bm, "b", "weft_calls_total", map[string]string{"side": "server", "name": "count", "status": "ok"}, 1)
 	// A name nobody serves here is not a label: strangers pick names.
 	want(bm, "b", "weft_calls_total", map[string]string{"side": "server", "name": "other", "status": "no_handler"}, 1)
 	if strings.Contains(bm, "nobody-serves-this") {

@@ -236,6 +236,17 @@ func TestTraceAcrossDaemons(t *testing.T) {
 			t.Errorf("%s: gen_ai attributes %v", s.span.Name, s.span.Attributes)
 		}
 	}
+	// The join's sync sessions are spans too, each its own trace.
+	eventually(t, 20*time.Second, "a sync span", func() bool {
+		rcv.mu.Lock()
+		defer rcv.mu.Unlock()
+		for _, s := range rcv.spans {
+			if s.span.Name == "sync traced" && (s.instance == ia || s.instance == ib) {
+				return true
+			}
+		}
+		return false
+	})
 	handlerMu.Lock()
 	defer handlerMu.Unlock()
 	if traceparentSpan(outerTP) != serverOuter.id() || traceparentSpan(innerTP) != serverInner.id() {
