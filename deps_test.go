@@ -67,6 +67,10 @@ var depRules = []depRule{
 	// The web view is a page and its files: it reaches the node only
 	// through the local API's handler that it is given.
 	{pkgs: mod + "/node/webui", forbid: []string{mod, libp2p, badger}, allow: []string{mod + "/node/web", mod + "/node/webui"}, direct: true},
+	// Metric definitions: Prometheus only, none of the daemon's parts.
+	{pkgs: mod + "/node/metrics", forbid: []string{mod, p2p, pubsub, kaddht, badger}, allow: []string{mod + "/node/metrics"}},
+	// Tracing set-up: OpenTelemetry only, none of the daemon's parts.
+	{pkgs: mod + "/node/telemetry", forbid: []string{mod, libp2p, badger}, allow: []string{mod + "/node/telemetry"}},
 	// The outbox sees the store and the network only through its own
 	// interfaces.
 	{pkgs: mod + "/node/outbox", forbid: []string{mod + "/mesh", mod + "/node", "net/http", p2p, badger}, allow: []string{mod + "/node/outbox"}, direct: true},

@@ -8,6 +8,8 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	dht "github.com/libp2p/go-libp2p-kad-dht"
 	"github.com/libp2p/go-libp2p/core/connmgr"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -146,6 +148,15 @@ type Config struct {
 	// SpaceRendezvous, when set, names the DHT rendezvous namespace of a
 	// space ("" for none); nil means protocol.Rendezvous of its ID.
 	SpaceRendezvous func(space protocol.ID) string
+	// Registerer, when set, is where libp2p registers its Prometheus
+	// metrics (swarm, resource manager, relay, hole punching, identify,
+	// autonat…); nil turns libp2p's metrics off. libp2p's collectors are
+	// shared by every host in a process: with several hosts in one process
+	// they count for all of them.
+	Registerer prometheus.Registerer
+	// OnSync, when set, is told of every sync session that ends, either
+	// side (see reconcile.WithOnSession).
+	OnSync func(reconcile.Session)
 }
 
 // ConnLimits limit the connections peers open to this node. Peer IDs cost

@@ -191,6 +191,19 @@ func (v verdict) String() string {
 	return "within rates"
 }
 
+// reason is v as a refusal reason (see Refusals).
+func (v verdict) reason() string {
+	switch v {
+	case overPeer:
+		return "rate_peer"
+	case overAuthor:
+		return "rate_author"
+	case overStrangers:
+		return "rate_strangers"
+	}
+	return ""
+}
+
 // forwarded charges a message of space (of size wire bytes) that from sent us, before it is
 // decoded: a peer that sends more than any honest relay would is cut off
 // before its messages cost a signature check each, and penalised.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -220,7 +221,8 @@ func TestValidatorGate(t *testing.T) {
 		},
 	}
 	g := newFloodGuard(RateLimits{Author: Rate{PerSecond: 1, Burst: 2}, Strangers: Rate{PerSecond: 1, Burst: 100}, Peer: Rate{PerSecond: 1, Burst: 100}}, time.Now, discard)
-	val := validator(space, "self", protocol.DefaultLimits(), time.Now, g, gate, discard)
+	var reasons []string
+	val := validator(space, "self", protocol.DefaultLimits(), time.Now, g, gate, func(r string) { reasons = append(reasons, r) }, discard)
 	msg := func(i int) []byte { return sign(t, key, space, fmt.Sprint("m", i), nil).Encode() }
 
 	if got := validate(val, author, msg(0)); got != pubsub.ValidationAccept {
@@ -238,6 +240,9 @@ func TestValidatorGate(t *testing.T) {
 		if got := validate(val, "self", msg(10+i)); got != pubsub.ValidationAccept {
 			t.Errorf("own message %d: %v, want accept (no rate, no gate)", i, got)
 		}
+	}
+	if want := []string{"declined", "rate_author"}; !slices.Equal(reasons, want) {
+		t.Errorf("refusals reported %v, want %v", reasons, want)
 	}
 }
 

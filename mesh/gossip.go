@@ -101,6 +101,16 @@ type Gate interface {
 	Admit(m *protocol.Message) error
 }
 
+// Refusals is what a Sink may also implement to hear of the gossip
+// messages of its space that were not accepted (rejected or ignored), with
+// the reason: a protocol error code (bad_signature, expired, …),
+// "rate_peer", "rate_author", "rate_strangers", "wrong_space" or
+// "declined" (by the Gate). Messages this node publishes are not reported.
+// Refused is called concurrently from the validators: it must be cheap.
+type Refusals interface {
+	Refused(space protocol.ID, reason string)
+}
+
 // validator returns the gossipsub validator of space: only a valid weft
 // message of that space, within the rate limits (g) and admitted by gate
 // (if not nil), is accepted, and it is handed on, decoded, in
@@ -117,37 +127,50 @@ type Gate interface {
 // drops through the flood guard, if it is to blame), refused by the gate.
 // Expired or future-dated messages are ignored too: the relaying peer may
 // only have a different clock.
-func validator(space protocol.ID, self peer.ID, lim protocol.Limits, now func() time.Time, g *floodGuard, gate Gate, log *slog.Logger) pubsub.ValidatorEx {
+//
+// refused, if not nil, is told why each message from a peer was not
+// accepted (see Refusals).
+func validator(space protocol.ID, self peer.ID, lim protocol.Limits, now func() time.Time, g *floodGuard, gate Gate, refused func(reason string), log *slog.Logger) pubsub.ValidatorEx {
+	if refused == nil {
+		refused = func(string) {}
+	}
 	return func(_ context.Context, from peer.ID, pm *pubsub.Message) pubsub.ValidationResult {
 		if from == self {
-			return pubsub.ValidationAccept
+			return pubsub.ValidationAccept // built and signed here; its receive loop skips it
 		}
 		if v := g.forwarded(space, from, len(pm.Data)); v != within {
+			refused(v.reason())
 			return pubsub.ValidationIgnore
 		}
 		msg, err := protocol.Validate(pm.Data, now(), lim)
 		switch {
 		case errors.Is(err, protocol.ErrExpired), errors.Is(err, protocol.ErrClockSkew):
 			log.Debug("gossip message ignored", "space", space, "peer", from, "reason", protocol.Code(err), "err", err)
+			refused(protocol.Code(err))
 			return pubsub.ValidationIgnore
 		case err != nil && policyOnly(pm.Data, now()):
 			log.Debug("gossip message ignored: over this node's limits", "space", space, "peer", from, "reason", protocol.Code(err), "err", err)
+			refused(protocol.Code(err))
 			return pubsub.ValidationIgnore
 		case err != nil:
 			log.Debug("gossip message rejected", "space", space, "peer", from, "reason", protocol.Code(err), "err", err)
+			refused(protocol.Code(err))
 			return pubsub.ValidationReject
 		case msg.Space != space:
 			log.Debug("gossip message rejected", "space", space, "peer", from, "reason", "wrong_space", "msg_space", msg.Space, "id", msg.ID)
+			refused("wrong_space")
 			return pubsub.ValidationReject
 		}
 		known := gate == nil || gate.Known(space, msg.Sender())
 		if v := g.authored(space, msg.Sender(), from, known, len(pm.Data)); v != within {
 			log.Debug("gossip message ignored", "space", space, "peer", from, "reason", v.String(), "author", msg.Sender(), "id", msg.ID)
+			refused(v.reason())
 			return pubsub.ValidationIgnore
 		}
 		if gate != nil {
 			if err := gate.Admit(msg); err != nil {
 				log.Debug("gossip message ignored: not admitted", "space", space, "peer", from, "id", msg.ID, "err", err)
+				refused("declined")
 				return pubsub.ValidationIgnore
 			}
 		}

@@ -77,7 +77,9 @@ func badWires(tb testing.TB, key crypto.PrivKey, space protocol.ID) []badWire {
 func TestValidator(t *testing.T) {
 	space := protocol.SpaceID("test/validator")
 	key, _, _ := crypto.GenerateEd25519Key(rand.Reader)
-	val := validator(space, "self", smallLimits, time.Now, newFloodGuard(DefaultRateLimits(), time.Now, slog.New(slog.DiscardHandler)), nil, slog.New(slog.DiscardHandler))
+	var reasons []string
+	val := validator(space, "self", smallLimits, time.Now, newFloodGuard(DefaultRateLimits(), time.Now, slog.New(slog.DiscardHandler)), nil,
+		func(r string) { reasons = append(reasons, r) }, slog.New(slog.DiscardHandler))
 
 	good := sign(t, key, space, "fine", nil)
 	pm := &pubsub.Message{Message: &pb.Message{Data: good.Encode()}}
@@ -88,10 +90,22 @@ func TestValidator(t *testing.T) {
 		t.Fatalf("ValidatorData = %#v, want the decoded message", pm.ValidatorData)
 	}
 
+	if len(reasons) != 0 {
+		t.Fatalf("a valid message reported refused: %v", reasons)
+	}
+	want := map[string]string{ // the reason each refusal reports
+		"bad signature": "bad_signature", "tampered body": "bad_signature", "forged sender": "bad_signature",
+		"oversized": "too_large", "wrong space": "wrong_space", "garbage": "malformed", "empty": "malformed",
+		"expired": "expired", "clock skew": "clock_skew",
+	}
 	for _, tc := range badWires(t, key, space) {
+		reasons = nil
 		pm := &pubsub.Message{Message: &pb.Message{Data: tc.wire}}
 		if got := val(t.Context(), "", pm); got != tc.want {
 			t.Errorf("%s: result %v, want %v", tc.name, got, tc.want)
+		}
+		if len(reasons) != 1 || reasons[0] != want[tc.name] {
+			t.Errorf("%s: reported %v, want [%s]", tc.name, reasons, want[tc.name])
 		}
 		if pm.ValidatorData != nil {
 			t.Errorf("%s: ValidatorData set on a refused message", tc.name)

@@ -84,7 +84,6 @@ func newHost(key crypto.PrivKey, cfg Config, boot []peer.AddrInfo) (host.Host, *
 		libp2p.ResourceManager(rm),
 		libp2p.ConnectionManager(cm),
 		libp2p.UserAgent(protocol.AgentVersion + "/" + version.String()),
-		libp2p.DisableMetrics(), // no Prometheus registry: weft serves no /metrics
 		libp2p.EnableRelay(),
 		libp2p.ConnectionGater(gater),
 		libp2p.EnableNATService(),
@@ -95,6 +94,11 @@ func newHost(key crypto.PrivKey, cfg Config, boot []peer.AddrInfo) (host.Host, *
 			autorelay.WithMinInterval(relayFindEvery),
 			autorelay.WithBackoff(relayBackoff),
 		),
+	}
+	if cfg.Registerer != nil {
+		opts = append(opts, libp2p.PrometheusRegisterer(cfg.Registerer))
+	} else {
+		opts = append(opts, libp2p.DisableMetrics())
 	}
 	if cfg.NetworkKey != nil {
 		opts = append(opts, libp2p.PrivateNetwork(cfg.NetworkKey)) // and no QUIC: pnet cannot cover it

@@ -164,6 +164,7 @@ func New(ctx context.Context, key crypto.PrivKey, cfg Config) (_ *Mesh, err erro
 			reconcile.WithWindow(cfg.SyncWindow),
 			reconcile.WithOnReceived(m.spread),
 			reconcile.WithAccess(cfg.SpaceAccess),
+			reconcile.WithOnSession(cfg.OnSync),
 		)
 		if err != nil {
 			return nil, err

@@ -70,7 +70,11 @@ func (m *Mesh) JoinSpace(id protocol.ID, sink Sink) error {
 
 	name := protocol.Topic(id)
 	gate, _ := sink.(Gate)
-	if err := m.ps.RegisterTopicValidator(name, validator(id, m.h.ID(), m.lim, m.now, m.guard, gate, m.log)); err != nil {
+	var refused func(string)
+	if r, ok := sink.(Refusals); ok {
+		refused = func(reason string) { r.Refused(id, reason) }
+	}
+	if err := m.ps.RegisterTopicValidator(name, validator(id, m.h.ID(), m.lim, m.now, m.guard, gate, refused, m.log)); err != nil {
 		return fmt.Errorf("join space %s: validator: %w", id, err)
 	}
 	topic, err := m.ps.Join(name)

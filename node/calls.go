@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"sync"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/weftmesh/weft/mesh/call"
 	"github.com/weftmesh/weft/node/policy"
@@ -151,6 +154,7 @@ func (n *Node) Finish(id string, r Reply) error {
 			if e.Code == "" {
 				e.Code = protocol.CodeHandlerFailed
 			}
+			sc.status = e.Code // under sc.mu, held by write
 			return c.Fail(&e)
 		}
 		meta := protocol.Inherit(c.Request.Meta, protocol.StripLocal(r.Meta), false)
@@ -198,11 +202,13 @@ type Result struct {
 // Invoke calls a peer's handler and waits for its answer. Failures are
 // *protocol.CallError (unreachable, no_handler, deadline_exceeded, an
 // agent's own code, …).
-func (n *Node) Invoke(ctx context.Context, inv Invocation) (Result, error) {
+func (n *Node) Invoke(ctx context.Context, inv Invocation) (_ Result, err error) {
 	req, local, err := n.callRequest(inv, false)
 	if err != nil {
 		return Result{}, err
 	}
+	ctx, done := n.startCall(ctx, inv, &req)
+	defer func() { done(err) }()
 	ctx, cancel := context.WithTimeout(ctx, cmpDuration(inv.Timeout, DefaultCallTimeout))
 	defer cancel()
 	defer n.outgoing.track(inv.Peer, inv.Name, false)()
@@ -229,16 +235,24 @@ type CallStream struct {
 	first  *protocol.CallFrame
 	local  map[string]string
 	done   bool
+	end    func(error) // ends the call's span and counts it, once
+	err    error       // how it ended (nil: final, or not yet)
 }
 
 // StreamInvoke calls a peer's handler for a stream of frames. A call
 // refused at once (no handler, overloaded, …) is an error here, not a
 // stream whose first frame is the error.
-func (n *Node) StreamInvoke(ctx context.Context, inv Invocation) (*CallStream, error) {
+func (n *Node) StreamInvoke(ctx context.Context, inv Invocation) (_ *CallStream, err error) {
 	req, local, err := n.callRequest(inv, true)
 	if err != nil {
 		return nil, err
 	}
+	ctx, end := n.startCall(ctx, inv, &req)
+	defer func() {
+		if err != nil {
+			end(err)
+		}
+	}()
 	untrack := n.outgoing.track(inv.Peer, inv.Name, true)
 	cancel := context.CancelFunc(untrack)
 	if inv.Timeout > 0 {
@@ -264,7 +278,10 @@ func (n *Node) StreamInvoke(ctx context.Context, inv Invocation) (*CallStream, e
 		cancel()
 		return nil, call.ErrorOf(err)
 	}
-	return &CallStream{cs: cs, cancel: cancel, first: first, local: local}, nil
+	var once sync.Once
+	s := &CallStream{cs: cs, cancel: cancel, first: first, local: local}
+	s.end = func(err error) { once.Do(func() { end(err) }) }
+	return s, nil
 }
 
 // Next returns the next frame; io.EOF after the final or error frame. A
@@ -283,6 +300,7 @@ func (s *CallStream) Next() (protocol.CallFrame, error) {
 	}
 	if err != nil {
 		s.done = true
+		s.err = call.ErrorOf(err)
 		return protocol.CallFrame{Kind: protocol.FrameError, Error: call.ErrorOf(err)}, nil
 	}
 	f := *fp
@@ -291,6 +309,9 @@ func (s *CallStream) Next() (protocol.CallFrame, error) {
 	}
 	if f.Kind == protocol.FrameFinal || f.Kind == protocol.FrameError {
 		s.done = true
+		if f.Error != nil {
+			s.err = f.Error
+		}
 	}
 	return f, nil
 }
@@ -302,7 +323,39 @@ func (s *CallStream) Buffered() bool { return s.first != nil || s.cs.Buffered() 
 func (s *CallStream) Close() error {
 	err := s.cs.Close()
 	s.cancel()
+	switch {
+	case s.err != nil:
+		s.end(s.err)
+	case !s.done:
+		s.end(protocol.Errorf(protocol.CodeCancelled, "closed by the caller before the end"))
+	default:
+		s.end(nil)
+	}
 	return err
+}
+
+// startCall starts the client span of a call and returns the function
+// that ends it and counts the call. The span is the child of the trace
+// context the agent put in the call's meta or, for a call nested in one
+// served here, of that call's server span; req's meta then carries the
+// span's context to the callee.
+func (n *Node) startCall(ctx context.Context, inv Invocation, req *protocol.CallRequest) (context.Context, func(error)) {
+	start := time.Now()
+	if n.cfg.Tracer == nil {
+		return ctx, func(err error) { n.cfg.Metrics.CallMade(inv.Name, endSpan(noop.Span{}, err), time.Since(start)) }
+	}
+	pctx := fromMeta(ctx, inv.Meta)
+	if _, err := protocol.ParseTraceparent(inv.Meta[protocol.MetaTraceparent]); err != nil && inv.Parent != "" {
+		if sc := n.handlers.call(inv.Parent); sc != nil && sc.span.IsValid() {
+			pctx = trace.ContextWithSpanContext(ctx, sc.span)
+		}
+	}
+	ctx, span := n.tracer.Start(pctx, "invoke_agent "+inv.Name, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(callAttrs(inv.Name, inv.Peer, inv.Peer, req.Meta, req.Stream)...))
+	req.Meta = intoMeta(ctx, span, req.Meta)
+	return ctx, func(err error) {
+		n.cfg.Metrics.CallMade(inv.Name, endSpan(span, err), time.Since(start))
+	}
 }
 
 // callRequest checks an invocation and builds the wire request: meta

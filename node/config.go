@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/weftmesh/weft/node/metrics"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/libp2p/go-libp2p/core/connmgr"
 
 	"github.com/weftmesh/weft/internal/version"
@@ -23,6 +26,14 @@ var Version = version.String()
 
 // Config configures a daemon.
 type Config struct {
+	// Metrics, when set, counts what the node does, and libp2p registers
+	// its own metrics on its registry (see node/metrics). Nil: none.
+	Metrics *metrics.Metrics
+	// Tracer, when set, records the node's OpenTelemetry spans (see
+	// observe.go; node/telemetry makes one from the OTEL_* variables).
+	// Nil: no spans, and call meta carries the trace context as always.
+	Tracer trace.TracerProvider
+
 	Home      string   // data dir: identity, store, socket
 	Listen    []string // libp2p listen multiaddrs; empty = all interfaces, random ports
 	Bootstrap []string // peers to connect at start (multiaddrs with /p2p/ID)
@@ -173,4 +184,7 @@ func (c Config) syncWindow() time.Duration {
 }
 
 func (c Config) identityPath() string { return filepath.Join(c.Home, "identity.key") }
+
+// IdentityPath returns the file holding the node's identity key.
+func (c Config) IdentityPath() string { return c.identityPath() }
 func (c Config) storeDir() string     { return filepath.Join(c.Home, "store") }

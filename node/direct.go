@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/weftmesh/weft/node/outbox"
@@ -93,10 +95,16 @@ func (n *Node) sendDirect(ctx context.Context, to peer.ID, d protocol.Draft) (Se
 		return Sent{}, err
 	}
 	deadline := outbox.Deadline(m)
+	ctx, span := n.messageSpan(ctx, "send", "dm", m)
+	span.SetAttributes(attribute.String("weft.to", to.String()))
 	delivered, err := n.outbox.Send(ctx, to, m, deadline)
 	if err != nil {
+		endSpan(span, err)
 		return Sent{}, fmt.Errorf("outbox: %w", err)
 	}
+	span.SetAttributes(attribute.Bool("weft.delivered", delivered))
+	endSpan(span, nil)
+	n.cfg.Metrics.DMSent(delivered)
 	return Sent{Message: m, Deadline: deadline, Delivered: delivered}, nil
 }
 

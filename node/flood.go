@@ -180,6 +180,13 @@ func (n *Node) refusal(m *protocol.Message, via string, err error) error {
 		}
 		return &Error{Code: over.code, Msg: msg, Err: err}
 	}
+	if via == "mesh" {
+		reason := over.code
+		if reason == api.CodeQuotaExceeded {
+			reason = "quota"
+		}
+		n.cfg.Metrics.MessageRejected(m.Space.String(), reason)
+	}
 	n.noteDeclined(m, via, over.msg)
 	return fmt.Errorf("%s: %w", over.msg, mesh.ErrDeclined)
 }

@@ -9,6 +9,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/weftmesh/weft/node/metrics"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/weftmesh/weft/mesh/call"
@@ -26,7 +31,11 @@ const (
 // handlers routes calls that reach this node to the agents that registered
 // to serve them (RegisterHandler). It is the node's call.Handler.
 type handlers struct {
-	rel policy.Relations // who the caller is to this node: asked by call policies
+	rel     policy.Relations // who the caller is to this node: asked by call policies
+	self    peer.ID
+	tracing bool // tracer records spans
+	tracer  trace.Tracer
+	metrics *metrics.Metrics
 
 	mu     sync.Mutex
 	byName map[string][]*Handler
@@ -113,8 +122,11 @@ type servedCall struct {
 	conn *Handler
 	at   time.Time // when it was handed to the handler
 
+	span trace.SpanContext // the server span; nested calls are its children
+
 	mu       sync.Mutex // serializes writes to c
 	finished bool       // c was answered, or the call ended
+	status   string     // how it ended: "ok" or an error code
 	answered chan struct{}
 }
 
@@ -241,11 +253,33 @@ func (hs *handlers) call(id string) *servedCall {
 func (hs *handlers) ServeCall(ctx context.Context, c *call.Call) {
 	hs.active.Add(1)
 	defer hs.active.Add(-1)
+	start := time.Now()
+	name := c.Request.Name
+	var span trace.Span = noop.Span{}
+	if hs.tracing {
+		ctx, span = hs.tracer.Start(fromMeta(ctx, c.Request.Meta), "invoke_agent "+name, trace.WithSpanKind(trace.SpanKindServer),
+			trace.WithAttributes(callAttrs(name, hs.self, c.From, c.Request.Meta, c.Request.Stream)...))
+	}
+	var sc *servedCall
+	served := true
+	var failure error // how the call failed before reaching a handler
+	defer func() {
+		if sc != nil {
+			sc.mu.Lock()
+			if sc.status != "ok" && sc.status != "" {
+				failure = protocol.Errorf(sc.status, "%s", sc.status)
+			}
+			sc.mu.Unlock()
+		}
+		hs.metrics.CallServed(name, served, endSpan(span, failure), time.Since(start))
+	}()
 	var hc *Handler
 	for {
 		var refusal *protocol.CallError
-		hc, refusal = hs.pick(c.Request.Name, c.From)
+		hc, refusal = hs.pick(name, c.From)
 		if hc == nil {
+			served = refusal.Code != protocol.CodeNoHandler
+			failure = refusal
 			c.Fail(refusal)
 			return
 		}
@@ -254,6 +288,7 @@ func (hs *handlers) ServeCall(ctx context.Context, c *call.Call) {
 		case <-hc.done:
 			continue // that connection went away: pick another
 		case <-ctx.Done():
+			failure = ctxFailure(ctx)
 			failCtx(ctx, c)
 			return
 		}
@@ -261,7 +296,7 @@ func (hs *handlers) ServeCall(ctx context.Context, c *call.Call) {
 	}
 	defer func() { <-hc.slots }()
 
-	sc := &servedCall{id: newCallID(), c: c, ctx: ctx, conn: hc, at: time.Now(), answered: make(chan struct{})}
+	sc = &servedCall{id: newCallID(), c: c, ctx: ctx, conn: hc, at: time.Now(), answered: make(chan struct{}), span: span.SpanContext()}
 	hs.mu.Lock()
 	hs.calls[sc.id] = sc
 	hs.mu.Unlock()
@@ -271,9 +306,13 @@ func (hs *handlers) ServeCall(ctx context.Context, c *call.Call) {
 		hs.mu.Unlock()
 	}()
 
+	if hs.tracing {
+		span.SetAttributes(attribute.String("weft.call.id", sc.id))
+	}
 	ev := IncomingCall{
 		ID: sc.id, Name: c.Request.Name, From: c.From,
-		Input: c.Request.Input, Meta: c.Request.Meta, Stream: c.Request.Stream,
+		// The handler continues the trace from the server span.
+		Input: c.Request.Input, Meta: intoMeta(ctx, span, c.Request.Meta), Stream: c.Request.Stream,
 	}
 	if c.Request.Deadline > 0 {
 		ev.Deadline = time.UnixMilli(c.Request.Deadline).UTC()
@@ -309,6 +348,7 @@ func (sc *servedCall) end(e *protocol.CallError) {
 	defer sc.mu.Unlock()
 	if !sc.finished {
 		sc.finished = true
+		sc.status = e.Code
 		sc.c.Fail(e)
 		close(sc.answered)
 	}
@@ -325,6 +365,12 @@ func (sc *servedCall) write(last bool, f func(c *call.Call) error) (ok bool, err
 	err = f(sc.c)
 	if last || err != nil {
 		sc.finished = true
+		switch {
+		case err != nil:
+			sc.status = errorCode(err)
+		case sc.status == "":
+			sc.status = "ok"
+		}
 		close(sc.answered)
 	}
 	return true, err

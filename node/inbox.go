@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/weftmesh/weft/node/policy"
@@ -34,7 +36,17 @@ type inboxCount struct {
 // receiveDM stores a direct message, valid and addressed to this node, if
 // the DM policy admits it; a refusal is a *protocol.CallError the sender
 // gets in its ack.
-func (n *Node) receiveDM(ctx context.Context, m *protocol.Message) error {
+func (n *Node) receiveDM(ctx context.Context, m *protocol.Message) (err error) {
+	ctx, span := n.messageSpan(ctx, "process", "dm", m)
+	result := "accepted"
+	defer func() {
+		if err != nil && result == "accepted" {
+			result = "error"
+		}
+		span.SetAttributes(attribute.String("weft.result", result))
+		endSpan(span, err)
+		n.cfg.Metrics.DMReceived(result)
+	}()
 	from := m.Sender()
 	trusted := n.trust.IsTrusted(from)
 	v := n.gate.Admit(from, trusted, time.Now())
@@ -50,7 +62,9 @@ func (n *Node) receiveDM(ctx context.Context, m *protocol.Message) error {
 			return nil
 		}
 		n.log.Debug("direct message refused", "from", from, "id", m.ID, "verdict", v)
-		return n.dmRefusal(from, v)
+		refusal := n.dmRefusal(from, v)
+		result = refusal.Reason
+		return refusal
 	}
 	_, added, err := n.ingest(ctx, m, "direct")
 	if !trusted && (err != nil || !added) {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/weftmesh/weft/protocol"
 	"github.com/weftmesh/weft/store"
 )
@@ -21,7 +23,13 @@ import (
 type spaceSink struct{ n *Node }
 
 func (s spaceSink) Deliver(ctx context.Context, m *protocol.Message) error {
-	_, _, err := s.n.ingest(ctx, m, "mesh")
+	ctx, span := s.n.messageSpan(ctx, "process", s.n.spaceLabel(m.Space), m)
+	_, added, err := s.n.ingest(ctx, m, "mesh")
+	span.SetAttributes(attribute.Bool("weft.new", added))
+	endSpan(span, err)
+	if added {
+		s.n.cfg.Metrics.MessageReceived(m.Space.String())
+	}
 	return err
 }
 

@@ -17,6 +17,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
@@ -36,11 +38,14 @@ import (
 // Node is a running daemon's backend. Its methods are safe for concurrent
 // use.
 type Node struct {
-	cfg   Config
-	log   *slog.Logger
-	key   crypto.PrivKey
-	store *store.Store
-	mesh  *mesh.Mesh
+	cfg Config
+	log *slog.Logger
+	key crypto.PrivKey
+	// tracer records spans (a no-op one without Config.Tracer); metrics
+	// are Config.Metrics, whose methods do nothing on nil.
+	tracer trace.Tracer
+	store  *store.Store
+	mesh   *mesh.Mesh
 
 	direct   *direct.Service
 	calls    *call.Service
@@ -102,10 +107,12 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	n := &Node{cfg: cfg, log: log, key: key, store: st, handlers: newHandlers(), started: time.Now(),
+	n := &Node{cfg: cfg, log: log, key: key, store: st, handlers: newHandlers(), started: time.Now(), tracer: cfg.tracer(),
 		trust: trust, gate: policy.NewGate(cfg.DM),
 		limits: spaceLimits{own: make(map[protocol.ID]store.SpaceLimits)}, pacer: newPacer(cfg.paceRate())}
 	n.handlers.rel = trust
+	n.handlers.self, n.handlers.tracer, n.handlers.metrics = id, n.tracer, cfg.Metrics
+	n.handlers.tracing = cfg.Tracer != nil
 	defer func() {
 		if err != nil {
 			n.Close()
@@ -141,6 +148,10 @@ func (n *Node) startMesh(ctx context.Context) (err error) {
 		SyncWindow:   cfg.syncWindow(),
 		Gater:        cfg.Gater,
 		Rates:        cfg.Rates,
+		OnSync:       n.syncSession,
+	}
+	if cfg.Metrics != nil {
+		mcfg.Registerer = cfg.Metrics.Registry()
 	}
 	if err := n.meshAccess(&mcfg); err != nil {
 		return err
@@ -165,7 +176,7 @@ func (n *Node) startMesh(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	n.outbox, err = outbox.New(n.store, dmTransport{n}, outbox.WithLogger(log.With("part", "outbox")))
+	n.outbox, err = outbox.New(n.store, dmTransport{n}, outbox.WithLogger(log.With("part", "outbox")), outbox.WithObserver(cfg.Metrics))
 	if err != nil {
 		return err
 	}
@@ -188,10 +199,12 @@ func (n *Node) startMesh(ctx context.Context) (err error) {
 	}
 	for _, sp := range spaces {
 		n.limits.set(sp.ID, sp.Limits)
+		cfg.Metrics.SpaceJoined(sp.ID.String(), sp.Name)
 		if err := n.mesh.JoinSpace(sp.ID, spaceSink{n}); err != nil {
 			return fmt.Errorf("rejoin space %s: %w", sp.Name, err)
 		}
 	}
+	n.watchGauges()
 	return nil
 }
 

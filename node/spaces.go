@@ -110,6 +110,7 @@ func (n *Node) Join(name string, keep *store.Retention) (Space, bool, error) {
 		}
 	}
 	n.limits.set(sp.ID, sp.Limits)
+	n.cfg.Metrics.SpaceJoined(sp.ID.String(), sp.Name)
 	if err := n.mesh.JoinSpace(sp.ID, spaceSink{n}); err != nil {
 		return Space{}, false, err
 	}
@@ -186,13 +187,17 @@ func (n *Node) Send(ctx context.Context, space protocol.ID, p Post) (Message, er
 	if err := n.pacer.wait(ctx, space, len(m.Encode())); err != nil {
 		return Message{}, err
 	}
+	ctx, span := n.messageSpan(ctx, "send", n.spaceLabel(space), m)
 	e, _, err := n.ingest(ctx, m, "api")
 	if err != nil {
+		endSpan(span, err)
 		return Message{}, err
 	}
 	if err := n.mesh.Publish(ctx, m); err != nil {
 		n.log.Warn("publish", "id", m.ID, "err", err)
 	}
+	endSpan(span, nil)
+	n.cfg.Metrics.MessageSent(space.String())
 	return Message{Message: m, Cursor: e.Cursor}, nil
 }
 

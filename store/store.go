@@ -266,3 +266,14 @@ func get(txn *badger.Txn, key []byte) ([]byte, error) {
 	}
 	return item.ValueCopy(nil)
 }
+
+// DiskSize returns the bytes Badger's LSM tree and value log take on
+// disk, as Badger last measured them (it does so once a minute).
+func (s *Store) DiskSize() (lsm, vlog int64, err error) {
+	if err := s.enter(); err != nil {
+		return 0, 0, err
+	}
+	defer s.leave()
+	lsm, vlog = s.db.Size()
+	return lsm, vlog, nil
+}

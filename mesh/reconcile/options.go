@@ -30,6 +30,7 @@ type config struct {
 	rangeBudget int           // range bytes per exchange (frameRangeBytes; tests lower it)
 	slowAfter   time.Duration // see errSlow (tests lower it)
 	onReceived  func(p peer.ID, space protocol.ID, n int)
+	onSession   func(Session)
 
 	sessionBytes  int64         // message bytes one session sends at most
 	firstReply    time.Duration // how long the peer has to answer our first frame
@@ -217,6 +218,26 @@ func WithRefuseFor(d time.Duration) Option {
 func WithAccess(access func(space protocol.ID, p peer.ID) bool) Option {
 	return func(c *config) error {
 		c.access = access
+		return nil
+	}
+}
+
+// Session describes a sync session that ended, either side.
+type Session struct {
+	Peer      peer.ID
+	Space     protocol.ID // zero when the session ended before naming it
+	Initiated bool        // started by this node
+	Start     time.Time
+	End       time.Time
+	Stats     Stats
+	Err       error
+}
+
+// WithOnSession sets f to be told of every session that ends, either side
+// (for metrics and traces). f must not block; nil: nobody is told.
+func WithOnSession(f func(Session)) Option {
+	return func(c *config) error {
+		c.onSession = f
 		return nil
 	}
 }

@@ -315,7 +315,7 @@ func (s *Service) isRefused(p peer.ID) bool {
 }
 
 // finish records a session's stats, and refuses the peer if it misbehaved.
-func (s *Service) finish(p peer.ID, space protocol.ID, st Stats, err error) {
+func (s *Service) finish(p peer.ID, space protocol.ID, start time.Time, st Stats, err error) {
 	s.mu.Lock()
 	s.totals.add(st)
 	if refuse := s.refusal(err); refuse > 0 {
@@ -334,6 +334,9 @@ func (s *Service) finish(p peer.ID, space protocol.ID, st Stats, err error) {
 	s.mu.Unlock()
 	if st.Received > 0 && s.cfg.onReceived != nil {
 		s.cfg.onReceived(p, space, st.Received)
+	}
+	if s.cfg.onSession != nil {
+		s.cfg.onSession(Session{Peer: p, Space: space, Initiated: st.Initiated > 0, Start: start, End: s.cfg.now(), Stats: st, Err: err})
 	}
 	switch {
 	case err == nil:
@@ -500,7 +503,8 @@ func (s *Service) Sync(ctx context.Context, p peer.ID, space protocol.ID) (stats
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
 	defer cancel()
 	stats.Sessions, stats.Initiated = 1, 1
-	defer func() { s.finish(p, space, stats, err) }()
+	start := s.cfg.now()
+	defer func() { s.finish(p, space, start, stats, err) }()
 
 	str, err := s.h.NewStream(network.WithAllowLimitedConn(ctx, "weft-sync"), p, Protocol)
 	if err != nil {
@@ -597,8 +601,9 @@ func (s *Service) handle(str network.Stream) {
 	defer cancel()
 	var stats Stats
 	stats.Sessions = 1
+	start := s.cfg.now()
 	space, err := s.answer(ctx, str, &stats)
-	s.finish(p, space, stats, err)
+	s.finish(p, space, start, stats, err)
 }
 
 // answer runs the responder's side of a session on str.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/weftmesh/weft/node"
 	"github.com/weftmesh/weft/node/client"
@@ -129,6 +130,8 @@ type Daemon struct {
 	mcpSrv *http.Server // MCP on loopback TCP, when configured
 	mcpLn  net.Listener
 
+	tracer *sdktrace.TracerProvider // made from OTEL_* variables, when they configure tracing
+
 	web    *web.Server  // the loopback HTTP listener's routes, when configured
 	webSrv *http.Server // and its server
 	webLn  net.Listener
@@ -149,8 +152,13 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 	if d.log == nil {
 		d.log = slog.New(slog.DiscardHandler)
 	}
+	if err := d.setupObs(ctx, &cfg.Config); err != nil {
+		d.shutdownTracer()
+		return nil, err
+	}
 	d.node, err = node.New(ctx, cfg.Config)
 	if err != nil {
+		d.shutdownTracer()
 		return nil, err
 	}
 	defer func() {
@@ -160,7 +168,7 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 	}()
 	var bg context.Context
 	bg, d.cancel = context.WithCancel(context.Background())
-	api := localapi.New(localapi.FromNode(d.node), weftmcp.Path, d.mcpHandler(), localapi.WithBodyTimeout(cfg.bodyTimeout()), localapi.WithWebURL(d.webURL))
+	api := localapi.New(localapi.FromNode(d.node), weftmcp.Path, d.mcpHandler(), append(d.apiObs(), localapi.WithBodyTimeout(cfg.bodyTimeout()), localapi.WithWebURL(d.webURL))...)
 	d.api = d.newServer(bg, api) // Close ends streams through bg
 	if cfg.MCPListen != "" {
 		if err := d.listenMCP(bg); err != nil {
@@ -172,6 +180,7 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 			return nil, err
 		}
 		webui.Mount(d.web, api.ForBrowsers()) // the web view at /, the API under /api/v1/
+		d.mountObs()
 	}
 	gid, err := cfg.socketGID()
 	if err != nil {
@@ -221,9 +230,20 @@ func (d *Daemon) Close() error {
 			d.ln.Close()
 		}
 		d.wg.Wait()
-		err = d.node.Close()
+		err = errors.Join(d.node.Close(), d.shutdownTracer())
 	})
 	return err
+}
+
+// shutdownTracer flushes and stops the tracer provider, if the daemon
+// made one.
+func (d *Daemon) shutdownTracer() error {
+	if d.tracer == nil {
+		return nil
+	}
+	tp := d.tracer
+	d.tracer = nil
+	return shutdownTracer(tp)
 }
 
 // ID returns the node's peer ID.

@@ -116,7 +116,9 @@ type API struct {
 	mux         *http.ServeMux
 	maxBody     int64 // a body carrying a message
 	bodyTimeout time.Duration
-	webURL      func() string // the web listener's base URL, or ""
+	webURL      func() string                                   // the web listener's base URL, or ""
+	metrics     http.Handler                                    // GET /v1/metrics, when set
+	observe     func(route string, status int, d time.Duration) // told of every request, when set
 }
 
 // Option configures an API.
@@ -131,6 +133,16 @@ func WithBodyTimeout(d time.Duration) Option { return func(a *API) { a.bodyTimeo
 // loopback web listener, as url returns it when asked ("" for none), so
 // that `weft ui` can find it.
 func WithWebURL(url func() string) Option { return func(a *API) { a.webURL = url } }
+
+// WithMetrics serves h (a Prometheus handler) at GET /v1/metrics.
+func WithMetrics(h http.Handler) Option { return func(a *API) { a.metrics = h } }
+
+// WithObserver has f told of every request when it is answered (a stream
+// when it ends): route is the pattern it matched ("GET /v1/node"), or
+// "other" when it matched none; status is the answer's HTTP status.
+func WithObserver(f func(route string, status int, d time.Duration)) Option {
+	return func(a *API) { a.observe = f }
+}
 
 // New returns the API of b; mcp, if not nil, is served at mcpPath.
 func New(b Backend, mcpPath string, mcp http.Handler, opts ...Option) *API {
@@ -187,6 +199,9 @@ func New(b Backend, mcpPath string, mcp http.Handler, opts ...Option) *API {
 	if mcp != nil {
 		a.mux.Handle(mcpPath, mcp)
 	}
+	if a.metrics != nil {
+		a.mux.Handle("GET /v1/metrics", a.metrics)
+	}
 	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if a.knownPath(r) {
 			writeError(w, api.CodeMethod, r.Method+" is not supported on "+r.URL.Path)
@@ -201,7 +216,58 @@ func New(b Backend, mcpPath string, mcp http.Handler, opts ...Option) *API {
 // sets Origin or Referer, a local agent does not) are refused; request
 // bodies are bounded in time (WithBodyTimeout).
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	BoundBodies(a.bodyTimeout, RefuseBrowsers(a.mux)).ServeHTTP(w, r)
+	h := BoundBodies(a.bodyTimeout, RefuseBrowsers(a.mux))
+	if a.observe == nil {
+		h.ServeHTTP(w, r)
+		return
+	}
+	start := time.Now()
+	sw := &statusWriter{ResponseWriter: w}
+	h.ServeHTTP(sw, r)
+	route := r.Pattern // set by the mux on r itself
+	if route == "" || route == "/" {
+		route = "other"
+	}
+	a.observe(route, sw.status(), time.Since(start))
+}
+
+// statusWriter remembers the status of an answer. It unwraps to the
+// ResponseWriter it wraps (http.ResponseController) and flushes.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.code == 0 {
+		w.code = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Flush() {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *statusWriter) status() int {
+	if w.code == 0 {
+		return http.StatusOK
+	}
+	return w.code
 }
 
 // ForBrowsers returns the API without the refusal of requests that carry

@@ -10,6 +10,7 @@ import (
 type Option func(*config) error
 
 type config struct {
+	obs   Observer
 	log   *slog.Logger
 	clock Clock
 	rand  func() float64
@@ -23,6 +24,34 @@ func defaults() config {
 		rand:  rand.Float64,
 	}
 }
+
+// Observer is told what the outbox does, for metrics. Its methods must
+// not block.
+type Observer interface {
+	// Attempt: a delivery attempt to a peer (one batch of messages)
+	// reached it or not.
+	Attempt(reached bool)
+	// Delivered: the recipient acknowledged a message.
+	Delivered()
+	// DeadLettered: a message was given up on: refused by its recipient,
+	// or past its deadline.
+	DeadLettered(refused bool)
+}
+
+// WithObserver sets who is told what the outbox does (nil: nobody).
+func WithObserver(o Observer) Option {
+	return func(c *config) error {
+		c.obs = o
+		return nil
+	}
+}
+
+// nobody is the Observer told nothing.
+type nobody struct{}
+
+func (nobody) Attempt(bool)      {}
+func (nobody) Delivered()        {}
+func (nobody) DeadLettered(bool) {}
 
 // WithLogger sets the logger; nil discards (the default).
 func WithLogger(l *slog.Logger) Option {

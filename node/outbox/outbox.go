@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -98,6 +99,7 @@ type Outbox struct {
 	st    Store
 	tr    Transport
 	log   *slog.Logger
+	obs   Observer
 	clock Clock
 	rand  func() float64
 
@@ -129,9 +131,13 @@ func New(st Store, tr Transport, opts ...Option) (*Outbox, error) {
 			return nil, err
 		}
 	}
+	if cfg.obs == nil {
+		cfg.obs = nobody{}
+	}
 	return &Outbox{
 		st:        st,
 		tr:        tr,
+		obs:       cfg.obs,
 		log:       cfg.log,
 		clock:     cfg.clock,
 		rand:      cfg.rand,
@@ -324,6 +330,7 @@ func (o *Outbox) attempt(ctx context.Context, p peer.ID, msgs []store.Outgoing, 
 					o.log.Warn("outbox: mark delivered", "id", e.ID, "err", err)
 				}
 				delivered[e.ID] = true
+				o.obs.Delivered()
 				o.log.Debug("direct message delivered", "id", e.ID, "to", p, "attempts", e.Attempts+1)
 			case permanent(refusal):
 				answered[i] = true
@@ -336,6 +343,7 @@ func (o *Outbox) attempt(ctx context.Context, p peer.ID, msgs []store.Outgoing, 
 	if err == nil && transient != nil {
 		err = transient
 	}
+	o.obs.Attempt(err == nil)
 	if err == nil {
 		return true
 	}
@@ -367,6 +375,7 @@ func (o *Outbox) kill(e store.Outgoing, at time.Time, reason string) {
 		o.log.Warn("outbox: dead-letter", "id", e.ID, "err", err)
 		return
 	}
+	o.obs.DeadLettered(strings.HasPrefix(reason, "refused"))
 	o.log.Info("direct message dead-lettered", "id", e.ID, "to", e.To, "reason", reason)
 }
 
