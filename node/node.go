@@ -51,6 +51,7 @@ type Node struct {
 	limits   spaceLimits // each joined space's own limits
 	pacer    *pacer      // this node's own posts, below its peers' rates
 	declined declinedLog
+	anycast  anycastState // calls by capability
 
 	trust      *policy.TrustList // who may call the handlers that allow "trusted"
 	gate       *policy.Gate      // the inbox's DM policy

@@ -64,7 +64,7 @@ func commands() []command {
 		{"inbox", "[--after CURSOR] [--limit N] [--follow] [--json]", "direct messages received (replay, then follow with --follow)", runInbox},
 		{"outbox", "[--dead] [--json]", "direct messages waiting for delivery, or (--dead) that could not be delivered", runOutbox},
 		{"iacp", "(send FILE|- | show ID) [--json]", "send an IACP 1.x envelope as a direct message; show a direct message as one", runIACP},
-		{"invoke", "PEER NAME [--json INPUT] [--stream] [--timeout D] [--meta K=V]...", "call a peer's handler and print its result (or its deltas)", runInvoke},
+		{"invoke", "(PEER NAME | --capability NAME) [--json INPUT] [--stream] [--timeout D] [--meta K=V]...", "call a peer's handler (or whichever peer offers a capability) and print its result (or its deltas)", runInvoke},
 		{"handle", "NAME... --exec CMD [--allow trusted|anyone|PEER]... [--concurrency N] [--description D]", "serve calls to NAME by running CMD (input on stdin, result on stdout); by default only trusted peers may call", runHandle},
 		{"trust", trustUsage, "the peers this node trusts: they may call handlers that allow \"trusted\" (the default), and DM without limits", runTrust},
 		{"discover", "CAPABILITY [--json] [--limit N] [--timeout D]", "find the peers that offer a capability, with their agent cards", runDiscover},

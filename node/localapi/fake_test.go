@@ -324,3 +324,18 @@ func (f *fake) Discover(ctx context.Context, capability string, limit int) ([]ag
 	}
 	return []agent.Provider{{Card: f.Card()}}, f.fail()
 }
+
+// anyPeer is the provider the fake's calls by capability say answered.
+const anyPeer = "12D3KooWGRUVh5nWUfQ1UhCF5A2ojYUJ4DqYyhZ3WmcWqpbbPEKY"
+
+func (f *fake) InvokeAny(ctx context.Context, inv node.Invocation) (node.Result, node.AnyResult, error) {
+	r, err := f.Invoke(ctx, inv)
+	p, _ := peer.Decode(anyPeer)
+	return r, node.AnyResult{Peer: p, Attempts: []node.Attempt{{Peer: f.id, Code: "unreachable"}}}, err
+}
+
+func (f *fake) StreamInvokeAny(ctx context.Context, inv node.Invocation) (CallStream, node.AnyResult, error) {
+	cs, err := f.StreamInvoke(ctx, inv)
+	p, _ := peer.Decode(anyPeer)
+	return cs, node.AnyResult{Peer: p}, err
+}
