@@ -20,6 +20,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/weftmesh/weft/node"
+	"github.com/weftmesh/weft/node/a2abridge"
 	"github.com/weftmesh/weft/node/client"
 	"github.com/weftmesh/weft/node/localapi"
 	"github.com/weftmesh/weft/node/web"
@@ -131,6 +132,7 @@ type Daemon struct {
 	web    *web.Server  // the loopback HTTP listener's routes, when configured
 	webSrv *http.Server // and its server
 	webLn  net.Listener
+	a2a    *a2abridge.Bridge // A2A on the loopback listener
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -170,6 +172,9 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 		if err := d.listenWeb(bg); err != nil {
 			return nil, err
 		}
+		if err := d.mountA2A(); err != nil {
+			return nil, err
+		}
 	}
 	gid, err := cfg.socketGID()
 	if err != nil {
@@ -204,6 +209,9 @@ func (d *Daemon) Close() error {
 	d.once.Do(func() {
 		if d.cancel != nil {
 			d.cancel() // ends event streams
+		}
+		if d.a2a != nil {
+			d.a2a.Close() // ends the calls of running A2A tasks
 		}
 		for _, srv := range []*http.Server{d.api, d.mcpSrv, d.webSrv} {
 			if srv == nil {
