@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -304,3 +306,66 @@ func TestA2ACLI(t *testing.T) {
 	}
 }
 
+
+// TestA2AServeBridged: `a2a serve --echo` (the official CLI's A2A
+// server) bridged onto the mesh by `weft handle echo-a2a --a2a URL` on one
+// daemon is invoked from a third daemon: unary and streamed with `weft
+// invoke`, and through MCP; a bad URL is refused at once.
+func TestA2AServeBridged(t *testing.T) {
+	a2a := a2aCLI(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := fmt.Sprint(ln.Addr().(*net.TCPAddr).Port)
+	ln.Close()
+	srv := testbed.Run(t, nil, nil, a2a, "serve", "--echo", "--host", "127.0.0.1", "--port", port, "--name", "echo agent")
+	agentURL := "http://127.0.0.1:" + port
+	testbed.Poll(t, 20*time.Second, "a2a serve --echo to answer", func() (bool, string) {
+		resp, err := http.Get(agentURL + "/.well-known/agent-card.json")
+		if err != nil {
+			return false, err.Error()
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200, resp.Status
+	})
+
+	ds := testbed.Mesh(t, 3)
+	b, c := ds[1], ds[2]
+	if out, errs, code := b.CLI(t).Run("handle", "x", "--a2a", "http://127.0.0.1:1", "--allow", "anyone"); code == 0 || !strings.Contains(errs, "A2A agent") {
+		t.Fatalf("handle --a2a of nothing: exit %d, %s %s", code, out, errs)
+	}
+	if _, errs, code := b.CLI(t).Run("handle", "x", "--a2a", agentURL, "--exec", "cat"); code != 2 || !strings.Contains(errs, "not both") {
+		t.Fatalf("handle --a2a and --exec: exit %d, %s", code, errs)
+	}
+	h := b.CLI(t).Start("handle", "echo-a2a", "--a2a", agentURL, "--allow", "anyone")
+	h.WaitStderr(30*time.Second, "serving echo-a2a")
+	cc := c.CLI(t)
+	testbed.Poll(t, 30*time.Second, "c to see b's card with echo-a2a", func() (bool, string) {
+		out, _, _ := cc.Run("card", b.ID, "--json")
+		return strings.Contains(out, "echo agent"), out
+	})
+
+	out, errs, code := cc.Run("invoke", b.ID, "echo-a2a", "--json", `"hello over the mesh"`)
+	if code != 0 || strings.TrimSpace(out) != `"hello over the mesh"` {
+		t.Fatalf("invoke: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	out, errs, code = cc.Run("invoke", b.ID, "echo-a2a", "--stream", "--frames", "--json", `"streamed"`)
+	frames := jsonLines[api.Frame](t, out)
+	if code != 0 || len(frames) < 3 || frames[0].Kind != "started" || frames[1].Kind != "delta" || string(frames[1].Data) != `"streamed"` || frames[len(frames)-1].Kind != "final" {
+		t.Fatalf("invoke --stream: exit %d, frames %q, stderr %q", code, out, errs)
+	}
+
+	ms := mcpStdio(t, cli{cc})
+	var res struct {
+		Output json.RawMessage `json:"output"`
+	}
+	mcpOK(t, ms, "invoke", map[string]any{"peer": b.ID, "name": "echo-a2a", "input": "hello from mcp"}, &res)
+	if string(res.Output) != `"hello from mcp"` {
+		t.Fatalf("MCP invoke answered %s", res.Output)
+	}
+	if err := h.Stop(); err != nil {
+		t.Logf("weft handle --a2a ended with %v", err)
+	}
+	srv.Stop()
+}

@@ -122,6 +122,8 @@ func answeredBy(w io.Writer, p string, attempts []api.Attempt) {
 func runHandle(ctx context.Context, e *env, args []string) error {
 	fs := e.flags("handle")
 	cmdline := fs.String("exec", "", "command run (by sh -c) for each call: input JSON on stdin, result JSON on stdout; for a stream call each stdout line is a delta")
+	a2aURL := fs.String("a2a", "", "instead of --exec: forward each call to the HTTP A2A agent at this URL (SendMessage, or SendStreamingMessage for a stream call; cancels reach it)")
+	a2aAuth := fs.String("a2a-auth", "", "with --a2a: the Authorization header to send it, e.g. \"Bearer TOKEN\"")
 	conc := fs.Int("concurrency", 16, "calls run at once")
 	desc := fs.String("description", "", "what the handler does, for the agent card")
 	schema := fs.String("input-schema", "", "JSON schema of the input, for the agent card")
@@ -134,11 +136,28 @@ func runHandle(ctx context.Context, e *env, args []string) error {
 	if len(names) == 0 {
 		return usageError{"give the name(s) to serve"}
 	}
-	if *cmdline == "" {
-		return usageError{"--exec is required"}
+	if *cmdline != "" && *a2aURL != "" {
+		return usageError{errA2AAndExec.Error()}
+	}
+	if *cmdline == "" && *a2aURL == "" {
+		return usageError{"--exec CMD (or --a2a URL) is required"}
 	}
 	if *conc < 1 {
 		return usageError{"--concurrency must be at least 1"}
+	}
+	serve := (&execHandler{cmd: *cmdline, home: e.home, log: e.stderr}).serve
+	if *a2aURL != "" {
+		f, err := newA2AForwarder(ctx, *a2aURL, *a2aAuth)
+		if err != nil {
+			return err
+		}
+		serve = f.serve
+		if *desc == "" {
+			*desc = f.card.Name + ": " + f.card.Description + " (the A2A agent at " + *a2aURL + ")"
+			if len(*desc) > 1024 {
+				*desc = (*desc)[:1024]
+			}
+		}
 	}
 	req := api.HandlerRequest{Names: names, Concurrency: *conc, Allow: allow}
 	for _, n := range names {
@@ -151,8 +170,7 @@ func runHandle(ctx context.Context, e *env, args []string) error {
 		}
 		req.Capabilities = append(req.Capabilities, cp)
 	}
-	h := &execHandler{cmd: *cmdline, home: e.home, log: e.stderr}
-	err = e.client().Serve(ctx, req, h.serve, func() {
+	err = e.client().Serve(ctx, req, serve, func() {
 		fmt.Fprintf(e.stderr, "serving %s (up to %d at once) to %s\n", strings.Join(names, ", "), *conc, allowedText(allow))
 	})
 	if ctx.Err() != nil {

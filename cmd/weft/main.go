@@ -65,7 +65,7 @@ func commands() []command {
 		{"outbox", "[--dead] [--json]", "direct messages waiting for delivery, or (--dead) that could not be delivered", runOutbox},
 		{"iacp", "(send FILE|- | show ID) [--json]", "send an IACP 1.x envelope as a direct message; show a direct message as one", runIACP},
 		{"invoke", "(PEER NAME | --capability NAME) [--json INPUT] [--stream] [--timeout D] [--meta K=V]...", "call a peer's handler (or whichever peer offers a capability) and print its result (or its deltas)", runInvoke},
-		{"handle", "NAME... --exec CMD [--allow trusted|anyone|PEER]... [--concurrency N] [--description D]", "serve calls to NAME by running CMD (input on stdin, result on stdout); by default only trusted peers may call", runHandle},
+		{"handle", "NAME... (--exec CMD | --a2a URL [--a2a-auth CREDS]) [--allow trusted|anyone|PEER]... [--concurrency N] [--description D]", "serve calls to NAME by running CMD (input on stdin, result on stdout) or by forwarding them to an A2A agent; by default only trusted peers may call", runHandle},
 		{"a2a", "(PEER [--skill NAME] | --capability NAME) [--json]", "the local A2A URL of a weft agent (its card and endpoints on this daemon's loopback listener), for any A2A client", runA2A},
 		{"trust", trustUsage, "the peers this node trusts: they may call handlers that allow \"trusted\" (the default), and DM without limits", runTrust},
 		{"discover", "CAPABILITY [--json] [--limit N] [--timeout D]", "find the peers that offer a capability, with their agent cards", runDiscover},

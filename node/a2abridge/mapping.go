@@ -246,3 +246,130 @@ func skillOf(c protocol.Capability) a2a.AgentSkill {
 	}
 	return s
 }
+
+// The other way: a weft call served by an A2A agent (weft handle NAME
+// --a2a URL).
+
+// MessageOf maps a call's input to the A2A message sent to the agent: the
+// inverse of InputOf (a JSON string is one text part, {"parts": [...]} the
+// parts it holds, any other value one data part; no input, an empty text
+// part), with the call's meta in "weft.meta".
+func MessageOf(input json.RawMessage, meta map[string]string) (*a2a.Message, error) {
+	var parts []*a2a.Part
+	input = bytes.TrimSpace(input)
+	switch {
+	case len(input) == 0 || string(input) == "null":
+		parts = []*a2a.Part{a2a.NewTextPart("")}
+	case input[0] == '"':
+		var s string
+		if err := json.Unmarshal(input, &s); err != nil {
+			return nil, fmt.Errorf("input: %w", err)
+		}
+		parts = []*a2a.Part{a2a.NewTextPart(s)}
+	default:
+		var wrapped struct {
+			Parts []*a2a.Part `json:"parts"`
+		}
+		var keys map[string]json.RawMessage
+		if json.Unmarshal(input, &keys) == nil && len(keys) == 1 && keys["parts"] != nil &&
+			json.Unmarshal(input, &wrapped) == nil && len(wrapped.Parts) > 0 {
+			parts = wrapped.Parts
+			break
+		}
+		var v any
+		if err := json.Unmarshal(input, &v); err != nil {
+			return nil, fmt.Errorf("input: %w", err)
+		}
+		parts = []*a2a.Part{a2a.NewDataPart(v)}
+	}
+	m := a2a.NewMessage(a2a.MessageRoleUser, parts...)
+	if len(meta) > 0 {
+		m.Metadata = map[string]any{MetaMeta: anyMeta(protocol.StripLocal(meta))}
+	}
+	return m, nil
+}
+
+// OutputOf maps an A2A agent's answer parts to a call's output: the
+// inverse of PartsOf (no part is null, one text part its text as a JSON
+// string, one data part its value, several {"parts": [...]}).
+func OutputOf(parts []*a2a.Part) (json.RawMessage, error) {
+	switch {
+	case len(parts) == 0:
+		return json.RawMessage("null"), nil
+	case len(parts) == 1 && parts[0] != nil && parts[0].Filename == "" && parts[0].MediaType == "":
+		switch c := parts[0].Content.(type) {
+		case a2a.Text:
+			return marshal(string(c))
+		case a2a.Data:
+			return marshal(c.Value)
+		}
+	}
+	return marshal(map[string]any{"parts": parts})
+}
+
+// ResultOf maps what an A2A agent answered a SendMessage with to a call's
+// output or error: a message's parts, or a task's artifacts' parts (in
+// order) when it completed; a task that failed, was rejected or canceled,
+// or wants input or authentication, is an error whose message is the
+// task's status message.
+func ResultOf(r a2a.SendMessageResult) (json.RawMessage, *protocol.CallError) {
+	switch v := r.(type) {
+	case *a2a.Message:
+		out, err := OutputOf(v.Parts)
+		if err != nil {
+			return nil, protocol.Errorf(protocol.CodeHandlerFailed, "the agent's answer: %v", err)
+		}
+		return out, nil
+	case *a2a.Task:
+		if e := taskError(v); e != nil {
+			return nil, e
+		}
+		var parts []*a2a.Part
+		for _, a := range v.Artifacts {
+			parts = append(parts, a.Parts...)
+		}
+		out, err := OutputOf(parts)
+		if err != nil {
+			return nil, protocol.Errorf(protocol.CodeHandlerFailed, "the agent's answer: %v", err)
+		}
+		return out, nil
+	}
+	return nil, protocol.Errorf(protocol.CodeHandlerFailed, "the agent answered with %T", r)
+}
+
+// taskError is the call error of a task in a state other than completed.
+func taskError(t *a2a.Task) *protocol.CallError {
+	st := t.Status.State
+	if st == a2a.TaskStateCompleted {
+		return nil
+	}
+	why := string(st)
+	if m := t.Status.Message; m != nil {
+		var texts []string
+		for _, p := range m.Parts {
+			if p != nil && p.Text() != "" {
+				texts = append(texts, p.Text())
+			}
+		}
+		if len(texts) > 0 {
+			why += ": " + strings.Join(texts, " ")
+		}
+	}
+	code := protocol.CodeHandlerFailed
+	switch st {
+	case a2a.TaskStateCanceled:
+		code = protocol.CodeCancelled
+	case a2a.TaskStateRejected:
+		code = protocol.CodeForbidden
+	}
+	return protocol.Errorf(code, "the A2A agent's task %s ended %s", t.ID, why)
+}
+
+// StatusError is the call error of a status update that ends a task other
+// than completed (nil for completed or a state that does not end it).
+func StatusError(ev *a2a.TaskStatusUpdateEvent) *protocol.CallError {
+	if !ev.Status.State.Terminal() && ev.Status.State != a2a.TaskStateInputRequired && ev.Status.State != a2a.TaskStateAuthRequired {
+		return nil
+	}
+	return taskError(&a2a.Task{ID: ev.TaskID, Status: ev.Status})
+}
