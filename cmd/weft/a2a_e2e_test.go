@@ -243,6 +243,25 @@ func TestA2ACLI(t *testing.T) {
 		t.Fatalf("stream states %v (want working, completed); stream call %v", states, h.last().Stream)
 	}
 
+	// The agent of a capability: whichever peer offers it answers, and
+	// the stream's working status names it.
+	capAgent := weftA2A(t, da, "a2a", "--capability", "echo")
+	if !strings.HasSuffix(capAgent.URL, "/a2a/capability/echo") {
+		t.Fatalf("weft a2a --capability: %+v", capAgent)
+	}
+	events = jsonValues(t, a2aRun(t, a2a, "send", capAgent.URL, "--stream", "--auth", auth, "-o", "json", "by capability"))
+	var answeredBy any
+	for _, ev := range events {
+		if jpath(ev, "statusUpdate.status.state") == "TASK_STATE_WORKING" {
+			if m, ok := jpath(ev, "statusUpdate.metadata").(map[string]any); ok {
+				answeredBy = m["weft.peer"]
+			}
+		}
+	}
+	if answeredBy != db.ID || jpath(events[len(events)-1], "statusUpdate.status.state") != "TASK_STATE_COMPLETED" {
+		t.Fatalf("send to the capability's agent: answered by %v (want %s), events %v", answeredBy, db.ID, events)
+	}
+
 	// cancel: a stream that waits is cancelled with a2a cancel; the
 	// handler sees it.
 	wait := weftA2A(t, da, "a2a", db.ID, "--skill", "wait")
