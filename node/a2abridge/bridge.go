@@ -86,7 +86,8 @@ type Config struct {
 type Bridge struct {
 	cfg    Config
 	log    *slog.Logger
-	tasksM sync.Mutex // serializes task store writes (read version, then write)
+	tasksM sync.Mutex             // serializes task store writes (read version, then write)
+	live   map[string]*storedTask // running tasks (see tasks), under tasksM
 
 	mu     sync.Mutex
 	agents map[string]*agentHandlers // by base path
@@ -128,7 +129,7 @@ func New(cfg Config) (*Bridge, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Bridge{cfg: cfg, log: log, agents: make(map[string]*agentHandlers),
-		cards: make(map[string]cachedCard), calls: make(map[a2a.TaskID]context.CancelFunc)}, nil
+		cards: make(map[string]cachedCard), live: make(map[string]*storedTask), calls: make(map[a2a.TaskID]context.CancelFunc)}, nil
 }
 
 // PeerPath is the base path of a peer's agent; with a name, of one of its
@@ -236,7 +237,7 @@ func (b *Bridge) handlers(t target) (*agentHandlers, error) {
 	if len(b.agents) >= MaxAgents {
 		return nil, fmt.Errorf("the bridge serves %d agents already", MaxAgents)
 	}
-	store := &tasks{db: b.cfg.Records, table: "a2a:" + t.base, mu: &b.tasksM}
+	store := &tasks{db: b.cfg.Records, table: "a2a:" + t.base, mu: &b.tasksM, live: b.live}
 	rh := a2asrv.NewHandler(&executor{b: b, t: t},
 		a2asrv.WithTaskStore(store),
 		a2asrv.WithLogger(b.log),

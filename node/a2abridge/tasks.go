@@ -31,10 +31,18 @@ const maxListed = 10000
 
 // tasks is an A2A task store (taskstore.Store) over Records: one table per
 // agent the bridge serves, so an agent's tasks are its own.
+//
+// A task is written to the store when it is created and when it reaches a
+// terminal state; the updates in between (working, each streamed artifact
+// chunk) are kept in memory only (live), since each store write is synced
+// to disk: a stream of thousands of deltas would be thousands of syncs.
+// After a restart a task that was running reads as it was created (its
+// call ended with the daemon).
 type tasks struct {
 	db    Records
 	table string
-	mu    *sync.Mutex // shared by the bridge's task stores: versions are read then written
+	mu    *sync.Mutex            // shared by the bridge's task stores: versions are read then written
+	live  map[string]*storedTask // shared: running tasks' latest state, by table + "\x00" + ID
 }
 
 var _ taskstore.Store = (*tasks)(nil)
@@ -46,7 +54,12 @@ type storedTask struct {
 	Task    *a2a.Task `json:"task"`
 }
 
+func (s *tasks) liveKey(id a2a.TaskID) string { return s.table + "\x00" + string(id) }
+
 func (s *tasks) get(id a2a.TaskID) (*storedTask, error) {
+	if st, ok := s.live[s.liveKey(id)]; ok {
+		return st, nil
+	}
 	b, err := s.db.Record(s.table, string(id))
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, a2a.ErrTaskNotFound
@@ -85,6 +98,13 @@ func (s *tasks) Create(ctx context.Context, t *a2a.Task) (taskstore.TaskVersion,
 	if err := s.put(st); err != nil {
 		return taskstore.TaskVersionMissing, err
 	}
+	if !t.Status.State.Terminal() {
+		c, err := copyTask(t)
+		if err != nil {
+			return taskstore.TaskVersionMissing, err
+		}
+		s.live[s.liveKey(t.ID)] = &storedTask{Version: st.Version, Updated: st.Updated, Task: c}
+	}
 	return taskstore.TaskVersion(st.Version), nil
 }
 
@@ -103,19 +123,36 @@ func (s *tasks) Update(ctx context.Context, u *taskstore.UpdateRequest) (tasksto
 		return taskstore.TaskVersionMissing, taskstore.ErrConcurrentModification
 	}
 	st = &storedTask{Version: st.Version + 1, Updated: time.Now().UTC(), Task: u.Task}
+	key := s.liveKey(u.Task.ID)
+	if _, running := s.live[key]; running && !u.Task.Status.State.Terminal() {
+		t, err := copyTask(u.Task) // the caller goes on changing its own
+		if err != nil {
+			return taskstore.TaskVersionMissing, err
+		}
+		st.Task = t
+		s.live[key] = st // written when it ends
+		return taskstore.TaskVersion(st.Version), nil
+	}
 	if err := s.put(st); err != nil {
 		return taskstore.TaskVersionMissing, err
 	}
+	delete(s.live, key)
 	return taskstore.TaskVersion(st.Version), nil
 }
 
 // Get returns a stored task, or a2a.ErrTaskNotFound.
 func (s *tasks) Get(ctx context.Context, id a2a.TaskID) (*taskstore.StoredTask, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	st, err := s.get(id)
 	if err != nil {
 		return nil, err
 	}
-	return &taskstore.StoredTask{Task: st.Task, Version: taskstore.TaskVersion(st.Version)}, nil
+	t, err := copyTask(st.Task)
+	if err != nil {
+		return nil, err
+	}
+	return &taskstore.StoredTask{Task: t, Version: taskstore.TaskVersion(st.Version)}, nil
 }
 
 // List returns the stored tasks that match req, most recently updated
@@ -138,11 +175,21 @@ func (s *tasks) List(ctx context.Context, req *a2a.ListTasksRequest) (*a2a.ListT
 	}
 	var all []storedTask
 	var bad error
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	err := s.db.Records(s.table, func(key string, b []byte) bool {
 		var st storedTask
 		if err := json.Unmarshal(b, &st); err != nil || st.Task == nil {
 			bad = fmt.Errorf("task %s: stored record unreadable", key)
 			return false
+		}
+		if l, ok := s.live[s.liveKey(a2a.TaskID(key))]; ok {
+			t, err := copyTask(l.Task)
+			if err != nil {
+				bad = err
+				return false
+			}
+			st = storedTask{Version: l.Version, Updated: l.Updated, Task: t}
 		}
 		if matchTask(st, req) {
 			all = append(all, st)
@@ -197,4 +244,17 @@ func matchTask(st storedTask, req *a2a.ListTasksRequest) bool {
 		}
 	}
 	return true
+}
+
+// copyTask returns a deep copy of t.
+func copyTask(t *a2a.Task) (*a2a.Task, error) {
+	b, err := json.Marshal(t)
+	if err != nil {
+		return nil, fmt.Errorf("task %s: copy: %w", t.ID, err)
+	}
+	var c a2a.Task
+	if err := json.Unmarshal(b, &c); err != nil {
+		return nil, fmt.Errorf("task %s: copy: %w", t.ID, err)
+	}
+	return &c, nil
 }
