@@ -63,6 +63,7 @@ var depRules = []depRule{
 	{pkgs: mod + "/node/policy", forbid: []string{mod, p2p, pubsub, kaddht, badger, "net/http"}, allow: []string{mod + "/node/policy", mod + "/internal/atomicfile"}},
 	// The loopback listener guards routes that others mount: it knows
 	// none of the daemon's parts.
+	{pkgs: mod + "/node/a2abridge", forbid: []string{p2p, pubsub, kaddht, badger, mod + "/node/localapi", mod + "/node/daemon", mod + "/node/mcp"}, direct: true},
 	{pkgs: mod + "/node/web", forbid: []string{mod, p2p, pubsub, kaddht, badger}, allow: []string{mod + "/node/web"}},
 	// The web view is a page and its files: it reaches the node only
 	// through the local API's handler that it is given.

@@ -60,6 +60,7 @@ type Node struct {
 	declined declinedLog
 	private  privSpaces     // the private spaces joined (private.go)
 	admitSvc *admit.Service // joins presented to this node (private.go)
+	anycast  anycastState   // calls by capability
 
 	trust      *policy.TrustList // who may call the handlers that allow "trusted"
 	gate       *policy.Gate      // the inbox's DM policy

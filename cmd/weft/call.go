@@ -31,13 +31,26 @@ func runInvoke(ctx context.Context, e *env, args []string) error {
 	timeout := fs.Duration("timeout", 0, "give up after this long (default 60s, none for --stream)")
 	frames := fs.Bool("frames", false, "with --stream, print every frame as JSON (seq, kind, data, meta)")
 	showMeta := fs.Bool("meta-out", false, "print the response's meta to stderr")
+	capability := fs.String("capability", "", "call whichever peer offers this capability (instead of PEER NAME): the least loaded first, the next if one is unreachable or overloaded; says on stderr which peer answered")
 	var meta stringList
 	fs.Var(&meta, "meta", "metadata KEY=VALUE (repeatable); keys under \"local.\" are not sent")
-	pos, err := parse(fs, args, 2)
+	want := 2
+	if slices.ContainsFunc(args, func(a string) bool {
+		f, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		return strings.HasPrefix(a, "-") && f == "capability"
+	}) {
+		want = 0
+	}
+	pos, err := parse(fs, args, want)
 	if err != nil {
 		return err
 	}
-	req := api.InvokeRequest{Peer: pos[0], Name: pos[1], Stream: *stream, Parent: os.Getenv(envCallID)}
+	req := api.InvokeRequest{Capability: *capability, Stream: *stream, Parent: os.Getenv(envCallID)}
+	if want == 2 {
+		req.Peer, req.Name = pos[0], pos[1]
+	} else if *capability == "" {
+		return usageError{"--capability needs a capability name"}
+	}
 	if *input != "" {
 		if !json.Valid([]byte(*input)) {
 			return usageError{"--json is not valid JSON"}
@@ -62,12 +75,14 @@ func runInvoke(ctx context.Context, e *env, args []string) error {
 		if *showMeta {
 			printJSON(e.stderr, res.Meta)
 		}
+		answeredBy(e.stderr, res.Peer, res.Attempts)
 		fmt.Fprintln(e.stdout, string(res.Output))
 		return nil
 	}
 	w := bufio.NewWriter(e.stdout)
 	defer w.Flush()
 	return c.InvokeStream(ctx, req, func(f api.Frame) error {
+		answeredBy(e.stderr, f.Peer, f.Attempts)
 		if *frames {
 			if err := printJSON(w, f); err != nil {
 				return err
@@ -83,9 +98,32 @@ func runInvoke(ctx context.Context, e *env, args []string) error {
 	})
 }
 
+// answeredBy says on stderr which provider answered a call by capability
+// (nothing for a call to a given peer).
+func answeredBy(w io.Writer, p string, attempts []api.Attempt) {
+	if p == "" {
+		return
+	}
+	fmt.Fprintf(w, "answered by %s", p)
+	for i, a := range attempts {
+		if i == 0 {
+			fmt.Fprint(w, " (after ")
+		} else {
+			fmt.Fprint(w, ", ")
+		}
+		fmt.Fprintf(w, "%s: %s", a.Peer, a.Code)
+	}
+	if len(attempts) > 0 {
+		fmt.Fprint(w, ")")
+	}
+	fmt.Fprintln(w)
+}
+
 func runHandle(ctx context.Context, e *env, args []string) error {
 	fs := e.flags("handle")
 	cmdline := fs.String("exec", "", "command run (by sh -c) for each call: input JSON on stdin, result JSON on stdout; for a stream call each stdout line is a delta")
+	a2aURL := fs.String("a2a", "", "instead of --exec: forward each call to the HTTP A2A agent at this URL (SendMessage, or SendStreamingMessage for a stream call; cancels reach it)")
+	a2aAuth := fs.String("a2a-auth", "", "with --a2a: the Authorization header to send it, e.g. \"Bearer TOKEN\"")
 	conc := fs.Int("concurrency", 16, "calls run at once")
 	desc := fs.String("description", "", "what the handler does, for the agent card")
 	schema := fs.String("input-schema", "", "JSON schema of the input, for the agent card")
@@ -98,11 +136,28 @@ func runHandle(ctx context.Context, e *env, args []string) error {
 	if len(names) == 0 {
 		return usageError{"give the name(s) to serve"}
 	}
-	if *cmdline == "" {
-		return usageError{"--exec is required"}
+	if *cmdline != "" && *a2aURL != "" {
+		return usageError{errA2AAndExec.Error()}
+	}
+	if *cmdline == "" && *a2aURL == "" {
+		return usageError{"--exec CMD (or --a2a URL) is required"}
 	}
 	if *conc < 1 {
 		return usageError{"--concurrency must be at least 1"}
+	}
+	serve := (&execHandler{cmd: *cmdline, home: e.home, log: e.stderr}).serve
+	if *a2aURL != "" {
+		f, err := newA2AForwarder(ctx, *a2aURL, *a2aAuth)
+		if err != nil {
+			return err
+		}
+		serve = f.serve
+		if *desc == "" {
+			*desc = f.card.Name + ": " + f.card.Description + " (the A2A agent at " + *a2aURL + ")"
+			if len(*desc) > 1024 {
+				*desc = (*desc)[:1024]
+			}
+		}
 	}
 	req := api.HandlerRequest{Names: names, Concurrency: *conc, Allow: allow}
 	for _, n := range names {
@@ -115,8 +170,7 @@ func runHandle(ctx context.Context, e *env, args []string) error {
 		}
 		req.Capabilities = append(req.Capabilities, cp)
 	}
-	h := &execHandler{cmd: *cmdline, home: e.home, log: e.stderr}
-	err = e.client().Serve(ctx, req, h.serve, func() {
+	err = e.client().Serve(ctx, req, serve, func() {
 		fmt.Fprintf(e.stderr, "serving %s (up to %d at once) to %s\n", strings.Join(names, ", "), *conc, allowedText(allow))
 	})
 	if ctx.Err() != nil {

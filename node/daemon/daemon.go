@@ -21,6 +21,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/weftmesh/weft/node"
+	"github.com/weftmesh/weft/node/a2abridge"
 	"github.com/weftmesh/weft/node/client"
 	"github.com/weftmesh/weft/node/localapi"
 	weftmcp "github.com/weftmesh/weft/node/mcp"
@@ -135,6 +136,7 @@ type Daemon struct {
 	web    *web.Server  // the loopback HTTP listener's routes, when configured
 	webSrv *http.Server // and its server
 	webLn  net.Listener
+	a2a    *a2abridge.Bridge // A2A on the loopback listener
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -181,6 +183,9 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 		}
 		webui.Mount(d.web, api.ForBrowsers()) // the web view at /, the API under /api/v1/
 		d.mountObs()
+		if err := d.mountA2A(); err != nil {
+			return nil, err
+		}
 	}
 	gid, err := cfg.socketGID()
 	if err != nil {
@@ -215,6 +220,9 @@ func (d *Daemon) Close() error {
 	d.once.Do(func() {
 		if d.cancel != nil {
 			d.cancel() // ends event streams
+		}
+		if d.a2a != nil {
+			d.a2a.Close() // ends the calls of running A2A tasks
 		}
 		for _, srv := range []*http.Server{d.api, d.mcpSrv, d.webSrv} {
 			if srv == nil {

@@ -205,12 +205,26 @@ func (a *API) invoke(w http.ResponseWriter, r *http.Request) {
 	if !decodeBody(w, r, a.maxBody, &req) {
 		return
 	}
-	to, err := parsePeer("peer", req.Peer)
-	if err != nil {
-		writeErr(w, err)
-		return
+	inv := node.Invocation{Name: req.Name, Input: req.Input, Meta: req.Meta, Parent: req.Parent}
+	anycast := req.Capability != ""
+	if anycast {
+		if req.Peer != "" {
+			writeError(w, api.CodeBadRequest, "give a peer or a capability, not both")
+			return
+		}
+		if req.Name != "" && req.Name != req.Capability {
+			writeError(w, api.CodeBadRequest, "a call by capability calls the capability's own name: leave name empty")
+			return
+		}
+		inv.Name = req.Capability
+	} else {
+		to, err := parsePeer("peer", req.Peer)
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		inv.Peer = to
 	}
-	inv := node.Invocation{Peer: to, Name: req.Name, Input: req.Input, Meta: req.Meta, Parent: req.Parent}
 	if req.Timeout != "" {
 		d, err := time.ParseDuration(req.Timeout)
 		if err != nil || d <= 0 {
@@ -220,28 +234,53 @@ func (a *API) invoke(w http.ResponseWriter, r *http.Request) {
 		inv.Timeout = d
 	}
 	if !req.Stream {
-		res, err := a.b.Invoke(r.Context(), inv)
+		var (
+			res node.Result
+			ar  node.AnyResult
+			err error
+		)
+		if anycast {
+			res, ar, err = a.b.InvokeAny(r.Context(), inv)
+		} else {
+			res, err = a.b.Invoke(r.Context(), inv)
+		}
 		if err != nil {
 			writeErr(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, api.InvokeResult{Output: res.Output, Meta: res.Meta})
+		out := api.InvokeResult{Output: res.Output, Meta: res.Meta}
+		if anycast {
+			out.Peer, out.Attempts = ar.Peer.String(), apiAttempts(ar.Attempts)
+		}
+		writeJSON(w, http.StatusOK, out)
 		return
 	}
-	cs, err := a.b.StreamInvoke(r.Context(), inv)
+	var (
+		cs  CallStream
+		ar  node.AnyResult
+		err error
+	)
+	if anycast {
+		cs, ar, err = a.b.StreamInvokeAny(r.Context(), inv)
+	} else {
+		cs, err = a.b.StreamInvoke(r.Context(), inv)
+	}
 	if err != nil {
 		writeErr(w, err)
 		return
 	}
 	defer cs.Close()
 	s := startStream(w, ndjson)
-	for {
+	for first := true; ; first = false {
 		f, err := cs.Next()
 		if err != nil { // io.EOF: the answer ended
 			s.flush()
 			return
 		}
 		out := api.Frame{Seq: f.Seq, Kind: f.Kind, Data: f.Data, Meta: f.Meta, Error: apiErrorBody(f.Error)}
+		if first && anycast {
+			out.Peer, out.Attempts = ar.Peer.String(), apiAttempts(ar.Attempts)
+		}
 		if !s.json(out) {
 			return // the client left: Close cancels the call
 		}
@@ -269,4 +308,13 @@ func (a *API) callsInFlight(w http.ResponseWriter, r *http.Request) {
 		out.Handlers = append(out.Handlers, api.HandlerInfo{Names: h.Names, Allow: h.Allow, InFlight: h.InFlight, Capacity: h.Capacity})
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// apiAttempts converts the providers a call by capability tried.
+func apiAttempts(as []node.Attempt) []api.Attempt {
+	var out []api.Attempt
+	for _, a := range as {
+		out = append(out, api.Attempt{Peer: a.Peer.String(), Code: a.Code, Message: a.Msg})
+	}
+	return out
 }

@@ -328,3 +328,18 @@ func (f *fake) Serving() node.Serving {
 	return node.Serving{Handlers: []node.HandlerInfo{{Names: []string{"echo"}, Allow: []string{"trusted"}, InFlight: 1, Capacity: 64}},
 		Calls: []node.ServedCall{{ID: "c1", Name: "echo", From: f.id, Started: time.Now().Add(-time.Second)}}}
 }
+
+// anyPeer is the provider the fake's calls by capability say answered.
+const anyPeer = "12D3KooWGRUVh5nWUfQ1UhCF5A2ojYUJ4DqYyhZ3WmcWqpbbPEKY"
+
+func (f *fake) InvokeAny(ctx context.Context, inv node.Invocation) (node.Result, node.AnyResult, error) {
+	r, err := f.Invoke(ctx, inv)
+	p, _ := peer.Decode(anyPeer)
+	return r, node.AnyResult{Peer: p, Attempts: []node.Attempt{{Peer: f.id, Code: "unreachable"}}}, err
+}
+
+func (f *fake) StreamInvokeAny(ctx context.Context, inv node.Invocation) (CallStream, node.AnyResult, error) {
+	cs, err := f.StreamInvoke(ctx, inv)
+	p, _ := peer.Decode(anyPeer)
+	return cs, node.AnyResult{Peer: p}, err
+}

@@ -74,6 +74,8 @@ type Backend interface {
 	FailCall(id, msg string)
 	Invoke(ctx context.Context, inv node.Invocation) (node.Result, error)
 	StreamInvoke(ctx context.Context, inv node.Invocation) (CallStream, error)
+	InvokeAny(ctx context.Context, inv node.Invocation) (node.Result, node.AnyResult, error)
+	StreamInvokeAny(ctx context.Context, inv node.Invocation) (CallStream, node.AnyResult, error)
 
 	Trust(p peer.ID, name string) (policy.Trusted, bool, error)
 	Untrust(p peer.ID) (bool, error)

@@ -28,3 +28,11 @@ func (b nodeBackend) StreamInvoke(ctx context.Context, inv node.Invocation) (Cal
 	}
 	return cs, nil
 }
+
+func (b nodeBackend) StreamInvokeAny(ctx context.Context, inv node.Invocation) (CallStream, node.AnyResult, error) {
+	cs, ar, err := b.Node.StreamInvokeAny(ctx, inv)
+	if err != nil {
+		return nil, ar, err
+	}
+	return cs, ar, nil
+}

@@ -167,8 +167,9 @@ type (
 		TimeoutSeconds integer `json:"timeout_seconds,omitempty" jsonschema:"how long to search (default 5, at most 60)"`
 	}
 	invokeArgs struct {
-		Peer           string            `json:"peer" jsonschema:"the peer ID of the agent to call (from discover)"`
-		Name           string            `json:"name" jsonschema:"the handler's name, e.g. a capability the peer's card lists"`
+		Peer           string            `json:"peer,omitempty" jsonschema:"the peer ID of the agent to call (from discover); or give capability instead"`
+		Name           string            `json:"name,omitempty" jsonschema:"the handler's name, e.g. a capability the peer's card lists (with peer)"`
+		Capability     string            `json:"capability,omitempty" jsonschema:"instead of peer and name: call whichever peer offers this capability (least loaded first, the next one if it is unreachable or overloaded); the answer says which peer answered"`
 		Input          value             `json:"input,omitempty" jsonschema:"the call's input: any JSON value"`
 		TimeoutSeconds integer           `json:"timeout_seconds,omitempty" jsonschema:"how long to wait for the whole answer, streamed or not (default 60)"`
 		Stream         bool              `json:"stream,omitempty" jsonschema:"ask for a streamed answer and collect its parts (deltas) in order"`
@@ -453,30 +454,40 @@ func (t *tools) invoke(ctx context.Context, in invokeArgs) (any, error) {
 	if in.TimeoutSeconds > 0 {
 		timeout = time.Duration(in.TimeoutSeconds) * time.Second
 	}
-	req := api.InvokeRequest{Peer: in.Peer, Name: in.Name, Input: json.RawMessage(in.Input), Meta: in.Meta,
+	req := api.InvokeRequest{Peer: in.Peer, Name: in.Name, Capability: in.Capability, Input: json.RawMessage(in.Input), Meta: in.Meta,
 		Stream: in.Stream, Timeout: timeout.String()}
+	if in.Capability == "" && (in.Peer == "" || in.Name == "") {
+		return nil, errors.New("give peer and name, or capability")
+	}
 	if !in.Stream {
 		r, err := t.c.Invoke(ctx, req)
 		if err != nil {
 			return nil, err
 		}
 		return struct {
-			Output json.RawMessage   `json:"output"`
-			Meta   map[string]string `json:"meta,omitempty"`
-		}{r.Output, r.Meta}, nil
+			Output   json.RawMessage   `json:"output"`
+			Meta     map[string]string `json:"meta,omitempty"`
+			Peer     string            `json:"peer,omitempty"`
+			Attempts []api.Attempt     `json:"attempts,omitempty"`
+		}{r.Output, r.Meta, r.Peer, r.Attempts}, nil
 	}
 	// A tool call must end: a stream gets the same bound as a unary call.
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	out := struct {
-		Deltas []json.RawMessage `json:"deltas"`
-		Output json.RawMessage   `json:"output,omitempty"`
-		Meta   map[string]string `json:"meta,omitempty"`
+		Deltas   []json.RawMessage `json:"deltas"`
+		Output   json.RawMessage   `json:"output,omitempty"`
+		Meta     map[string]string `json:"meta,omitempty"`
+		Peer     string            `json:"peer,omitempty"`
+		Attempts []api.Attempt     `json:"attempts,omitempty"`
 	}{Deltas: []json.RawMessage{}}
 	size := 0
 	err := t.c.InvokeStream(ctx, req, func(f api.Frame) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		if f.Peer != "" {
+			out.Peer, out.Attempts = f.Peer, f.Attempts
 		}
 		switch f.Kind {
 		case "delta":

@@ -112,12 +112,15 @@ type Reply struct {
 
 // InvokeRequest is the body of POST /v1/invoke.
 type InvokeRequest struct {
-	Peer    string            `json:"peer"`
-	Name    string            `json:"name"`
-	Input   json.RawMessage   `json:"input,omitempty"`
-	Meta    map[string]string `json:"meta,omitempty"`
-	Timeout string            `json:"timeout,omitempty"` // e.g. "30s"; default 60s for unary calls, none for streams
-	Stream  bool              `json:"stream,omitempty"`  // answer with NDJSON frames
+	Peer string `json:"peer,omitempty"`
+	// Capability, instead of Peer, calls whichever peer offers it (Name
+	// defaults to it): see AnyCall.
+	Capability string            `json:"capability,omitempty"`
+	Name       string            `json:"name"`
+	Input      json.RawMessage   `json:"input,omitempty"`
+	Meta       map[string]string `json:"meta,omitempty"`
+	Timeout    string            `json:"timeout,omitempty"` // e.g. "30s"; default 60s for unary calls, none for streams
+	Stream     bool              `json:"stream,omitempty"`  // answer with NDJSON frames
 	// Parent is the ID of a call this daemon is serving that this call is
 	// made for: its trace, session and correlation are inherited.
 	Parent string `json:"parent,omitempty"`
@@ -127,6 +130,10 @@ type InvokeRequest struct {
 type InvokeResult struct {
 	Output json.RawMessage   `json:"output"`
 	Meta   map[string]string `json:"meta,omitempty"`
+	// Peer is the provider that answered a call by capability, Attempts
+	// the providers tried before it.
+	Peer     string    `json:"peer,omitempty"`
+	Attempts []Attempt `json:"attempts,omitempty"`
 }
 
 // Frame is one line of a stream invoke's NDJSON answer.
@@ -136,6 +143,10 @@ type Frame struct {
 	Data  json.RawMessage   `json:"data,omitempty"`
 	Meta  map[string]string `json:"meta,omitempty"`
 	Error *ErrorBody        `json:"error,omitempty"`
+	// Peer and Attempts are set on the first frame of a stream call by
+	// capability: the provider answering, and those tried before it.
+	Peer     string    `json:"peer,omitempty"`
+	Attempts []Attempt `json:"attempts,omitempty"`
 }
 
 // Capability is one thing an agent offers.
