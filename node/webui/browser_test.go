@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -244,6 +245,20 @@ func TestBrowser(t *testing.T) {
 	})
 	screenshot(t, ctx, "ui-space")
 
+	// Two messages sent at once on both daemons (each follows what its
+	// sender had seen: the graph may fork), then one that follows both.
+	var wg sync.WaitGroup
+	for _, c := range []struct {
+		cli  testbed.CLI
+		text string
+	}{{a, "I'll take the tests"}, {b, "I'll write the docs"}} {
+		wg.Go(func() { c.cli.Run("send", "lab", "--text", c.text) })
+	}
+	wg.Wait()
+	waitText(t, ctx, "#messages", "I'll write the docs")
+	waitText(t, ctx, "#messages", "I'll take the tests")
+	a.OK("send", "lab", "--text", "both done")
+
 	// The graph draws the messages, the reply edges among them.
 	run(t, ctx, "graph", chromedp.Click(chromedp.CSS(`.seg button[data-view="graph"]`)))
 	testbed.Poll(t, 10*time.Second, "the graph", func() (bool, string) {
@@ -255,7 +270,7 @@ func TestBrowser(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		return nodes == 3 && replies == 2, fmt.Sprintf("%d nodes, %d reply edges", nodes, replies)
+		return nodes == 6 && replies == 2, fmt.Sprintf("%d nodes, %d reply edges", nodes, replies)
 	})
 	screenshot(t, ctx, "ui-graph")
 
