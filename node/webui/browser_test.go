@@ -48,6 +48,9 @@ func absent(t *testing.T) string {
 func chromium(t *testing.T) string {
 	t.Helper()
 	if p := os.Getenv("WEFT_CHROMIUM"); p != "" {
+		if _, err := exec.LookPath(p); err != nil {
+			t.Fatalf("WEFT_CHROMIUM: %v", err)
+		}
 		return p
 	}
 	// Debian's /usr/bin/chromium is a shell wrapper around this binary.
@@ -172,8 +175,9 @@ func openUI(t *testing.T, c testbed.CLI, args ...string) (url, opened string) {
 // foreign origin (a page elsewhere on 127.0.0.1, where the browser holds
 // the session cookie), are refused.
 func TestBrowser(t *testing.T) {
+	chromium(t)              // skips here without one
+	ds := testbed.Mesh(t, 2) // skips with -short
 	ctx := browser(t)
-	ds := testbed.Mesh(t, 2)
 	a, b := ds[0].CLI(t), ds[1].CLI(t)
 	a.OK("card", "--name", "alice")
 	b.OK("card", "--name", "bob")
