@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -47,6 +48,9 @@ func absent(t *testing.T) string {
 func chromium(t *testing.T) string {
 	t.Helper()
 	if p := os.Getenv("WEFT_CHROMIUM"); p != "" {
+		if _, err := exec.LookPath(p); err != nil {
+			t.Fatalf("WEFT_CHROMIUM: %v", err)
+		}
 		return p
 	}
 	// Debian's /usr/bin/chromium is a shell wrapper around this binary.
@@ -171,8 +175,9 @@ func openUI(t *testing.T, c testbed.CLI, args ...string) (url, opened string) {
 // foreign origin (a page elsewhere on 127.0.0.1, where the browser holds
 // the session cookie), are refused.
 func TestBrowser(t *testing.T) {
+	chromium(t)              // skips here without one
+	ds := testbed.Mesh(t, 2) // skips with -short
 	ctx := browser(t)
-	ds := testbed.Mesh(t, 2)
 	a, b := ds[0].CLI(t), ds[1].CLI(t)
 	a.OK("card", "--name", "alice")
 	b.OK("card", "--name", "bob")
@@ -244,6 +249,20 @@ func TestBrowser(t *testing.T) {
 	})
 	screenshot(t, ctx, "ui-space")
 
+	// Two messages sent at once on both daemons (each follows what its
+	// sender had seen: the graph may fork), then one that follows both.
+	var wg sync.WaitGroup
+	for _, c := range []struct {
+		cli  testbed.CLI
+		text string
+	}{{a, "I'll take the tests"}, {b, "I'll write the docs"}} {
+		wg.Go(func() { c.cli.Run("send", "lab", "--text", c.text) })
+	}
+	wg.Wait()
+	waitText(t, ctx, "#messages", "I'll write the docs")
+	waitText(t, ctx, "#messages", "I'll take the tests")
+	a.OK("send", "lab", "--text", "both done")
+
 	// The graph draws the messages, the reply edges among them.
 	run(t, ctx, "graph", chromedp.Click(chromedp.CSS(`.seg button[data-view="graph"]`)))
 	testbed.Poll(t, 10*time.Second, "the graph", func() (bool, string) {
@@ -255,7 +274,7 @@ func TestBrowser(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		return nodes == 3 && replies == 2, fmt.Sprintf("%d nodes, %d reply edges", nodes, replies)
+		return nodes == 6 && replies == 2, fmt.Sprintf("%d nodes, %d reply edges", nodes, replies)
 	})
 	screenshot(t, ctx, "ui-graph")
 

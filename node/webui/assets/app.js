@@ -110,12 +110,8 @@ function rows(tbody, items, cols, empty) {
   for (const cells of items) tbody.append(el('tr', {}, cells.map(c => el('td', {}, c))));
 }
 
-// colour of a peer, stable
-function colour(id) {
-  let h = 0;
-  for (let i = 0; i < id.length; i++) h = (h * 31 + id.charCodeAt(i)) >>> 0;
-  return `hsl(${h % 360} 60% 48%)`;
-}
+// the colours of the graph's lanes, in order
+const PALETTE = ['#3b5bdb', '#e8590c', '#2b8a3e', '#ae3ec9', '#c92a2a', '#1098ad', '#f08c00', '#5f3dc4'];
 
 // ---- agent cards: the names people gave their nodes ----
 
@@ -466,7 +462,7 @@ function drawGraph() {
   for (const m of msgs) {
     const p = pos.get(m.id);
     const node = svg('g', { class: 'node' + (m.id === st.focus ? ' focus' : ''), 'data-id': m.id, transform: `translate(${p.x} ${p.y})` },
-      svg('circle', { r: 8, fill: colour(m.from), onclick: () => showThread(m.id) }),
+      svg('circle', { r: 8, fill: PALETTE[lanes.indexOf(m.from) % PALETTE.length], onclick: () => showThread(m.id) }),
       svg('title', { text: `${cardName(m.from)} · ${dateTime(m.created_at)}\n${snippet(m, 200)}` }),
       svg('text', { x: 0, y: 22, 'text-anchor': 'middle', text: snippet(m, 20) }));
     g.append(node);
