@@ -12,7 +12,12 @@ import (
 
 // countObserver counts what the outbox tells its Observer.
 type countObserver struct {
-	mu                       sync.Mutex
+	mu sync.Mutex
+	counts
+}
+
+// counts are what a countObserver counted.
+type counts struct {
 	ok, failed, delivered    int
 	deadRefused, deadExpired int
 }
@@ -43,10 +48,10 @@ func (c *countObserver) DeadLettered(refused bool) {
 	}
 }
 
-func (c *countObserver) get() countObserver {
+func (c *countObserver) get() counts {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return countObserver{ok: c.ok, failed: c.failed, delivered: c.delivered, deadRefused: c.deadRefused, deadExpired: c.deadExpired}
+	return c.counts
 }
 
 // TestObserver: the observer hears of each attempt, delivery and dead
