@@ -172,7 +172,7 @@ func New(ctx context.Context, key crypto.PrivKey, cfg Config) (_ *Mesh, err erro
 	}
 
 	m.wg.Go(func() { m.bootstrapLoop(runCtx) })
-	m.log.Info("mesh started", "id", h.ID(), "addrs", h.Addrs(), "dht_mode", cfg.DHTMode, "mdns", cfg.MDNS, "relay", cfg.Relay)
+	m.log.Info("mesh started", "id", h.ID(), "addrs", h.Addrs(), "dht_mode", cfg.DHTMode, "mdns", m.mdns != nil, "relay", cfg.Relay)
 	if cfg.NetworkKey != nil {
 		m.log.Info("private network: TCP only, peers without the key cannot connect", "key_fingerprint", NetworkKeyFingerprint(cfg.NetworkKey))
 	}
@@ -333,8 +333,49 @@ func (m *Mesh) Connect(ctx context.Context, addr ma.Multiaddr) (peer.ID, error) 
 	if m.h.Network().Connectedness(ai.ID) != network.Connected {
 		return "", fmt.Errorf("connect %s: the peer closed the connection at once (a closed mesh that does not allow this node, or one full of connections?)", addr)
 	}
+	if err := m.checkAddrs(ctx, *ai); err != nil {
+		return "", fmt.Errorf("connect %s: %w", addr, err)
+	}
 	m.h.ConnManager().Protect(ai.ID, tagManual)
 	return ai.ID, nil
+}
+
+// checkAddrs makes sure the peer answers at one of the addresses given to
+// Connect: a node connected to it already (or that knows other addresses
+// of it) would otherwise report success for any address, a wrong port
+// included. An address that one of the connections uses is proof enough;
+// otherwise this dials the first given address on its own (a full
+// handshake, which checks the peer ID) and closes that connection.
+func (m *Mesh) checkAddrs(ctx context.Context, ai peer.AddrInfo) error {
+	if len(ai.Addrs) == 0 {
+		return nil // an address with only /p2p/ID: any way to reach it will do
+	}
+	for _, c := range m.h.Network().ConnsToPeer(ai.ID) {
+		for _, a := range ai.Addrs {
+			if c.RemoteMultiaddr().Equal(a) {
+				return nil
+			}
+		}
+	}
+	sw, ok := m.h.Network().(*swarm.Swarm)
+	if !ok {
+		return nil
+	}
+	a := ai.Addrs[0]
+	if _, err := a.ValueForProtocol(ma.P_CIRCUIT); err == nil {
+		return nil // relayed: the relay, not the peer, answers at that address
+	}
+	tpt := sw.TransportForDialing(a)
+	if tpt == nil {
+		return fmt.Errorf("no transport dials %s", a)
+	}
+	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	defer cancel()
+	c, err := tpt.Dial(dctx, a, ai.ID)
+	if err != nil {
+		return fmt.Errorf("%s is connected, but not reachable at %s: %w", ai.ID, a, err)
+	}
+	return c.Close()
 }
 
 // OnPeerConnected registers f to be called for every peer this node

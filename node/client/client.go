@@ -144,6 +144,11 @@ func (c *Client) sendBody(ctx context.Context, method, path string, body io.Read
 	for k, v := range hdr {
 		req.Header[k] = v
 	}
+	if c.Dial == nil {
+		if err := CheckSocketPath(c.SocketPath(), 0); err != nil {
+			return nil, err
+		}
+	}
 	resp, err := c.http().Do(req)
 	if err != nil {
 		if ctx.Err() != nil {

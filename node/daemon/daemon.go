@@ -116,6 +116,8 @@ type Daemon struct {
 	mcpSrv *http.Server // MCP on loopback TCP, when configured
 	mcpLn  net.Listener
 
+	lock *homeLock // the home's lock, released by Close
+
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	once   sync.Once
@@ -128,12 +130,19 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if err := client.CheckSocketPath(cfg.SocketPath(), len(".new")); err != nil {
+		return nil, err
+	}
 	d := &Daemon{cfg: cfg, log: cfg.Logger, mem: newMemListener()}
 	if d.log == nil {
 		d.log = slog.New(slog.DiscardHandler)
 	}
+	if d.lock, err = lockHome(cfg.Home); err != nil {
+		return nil, err
+	}
 	d.node, err = node.New(ctx, cfg.Config)
 	if err != nil {
+		d.lock.release()
 		return nil, err
 	}
 	defer func() {
@@ -199,6 +208,7 @@ func (d *Daemon) Close() error {
 		}
 		d.wg.Wait()
 		err = d.node.Close()
+		d.lock.release()
 	})
 	return err
 }
