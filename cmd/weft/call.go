@@ -116,8 +116,11 @@ func runHandle(ctx context.Context, e *env, args []string) error {
 		req.Capabilities = append(req.Capabilities, cp)
 	}
 	h := &execHandler{cmd: *cmdline, home: e.home, log: e.stderr}
-	err = e.client().Serve(ctx, req, h.serve, func() {
-		fmt.Fprintf(e.stderr, "serving %s (up to %d at once) to %s\n", strings.Join(names, ", "), *conc, allowedText(allow))
+	// Registered again whenever the daemon restarts.
+	err = resuming(ctx, e, func() error {
+		return e.client().Serve(ctx, req, h.serve, func() {
+			fmt.Fprintf(e.stderr, "serving %s (up to %d at once) to %s\n", strings.Join(names, ", "), *conc, allowedText(allow))
+		})
 	})
 	if ctx.Err() != nil {
 		return nil

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -42,18 +43,23 @@ func readOrFollow(ctx context.Context, e *env, after string, limit int, follow, 
 		return printMessage(e.stdout, m)
 	}
 	if follow {
-		n := 0
-		err := followFn(after, func(m api.Message) error {
-			if err := print(m); err != nil {
-				return err
-			}
-			n++
-			if limit > 0 && n >= limit {
-				return errDone
-			}
-			return nil
+		// From the cursor of the last message printed, across daemon
+		// restarts: nothing missed, nothing repeated.
+		n, cursor := 0, after
+		err := resuming(ctx, e, func() error {
+			return followFn(cursor, func(m api.Message) error {
+				if err := print(m); err != nil {
+					return err
+				}
+				cursor = m.Cursor
+				n++
+				if limit > 0 && n >= limit {
+					return errDone
+				}
+				return nil
+			})
 		})
-		if err == errDone || (err == context.Canceled && ctx.Err() != nil) {
+		if err == errDone || (errors.Is(err, context.Canceled) && ctx.Err() != nil) {
 			return nil
 		}
 		return err
