@@ -119,7 +119,7 @@ func New(ctx context.Context, key crypto.PrivKey, cfg Config) (_ *Mesh, err erro
 	}()
 
 	// Subscribe before anything can connect, so no identification is missed.
-	m.idSub, err = h.EventBus().Subscribe([]any{new(event.EvtPeerIdentificationCompleted), new(event.EvtLocalReachabilityChanged)})
+	m.idSub, err = h.EventBus().Subscribe([]any{new(event.EvtPeerIdentificationCompleted), new(event.EvtLocalReachabilityChanged), new(event.EvtPeerConnectednessChanged)})
 	if err != nil {
 		return nil, fmt.Errorf("event bus: %w", err)
 	}
@@ -396,6 +396,7 @@ func (m *Mesh) OnPeerConnected(f func(peer.ID, []ma.Multiaddr)) {
 // events.
 func (m *Mesh) identifiedLoop(ctx context.Context) {
 	var hooks []func(peer.ID, []ma.Multiaddr)
+	seen := make(map[peer.ID]bool) // peers logged as connected, not yet as left
 	for {
 		select {
 		case f := <-m.hookCh:
@@ -409,9 +410,18 @@ func (m *Mesh) identifiedLoop(ctx context.Context) {
 			}
 			switch ev := e.(type) {
 			case event.EvtPeerIdentificationCompleted:
+				if !seen[ev.Peer] {
+					seen[ev.Peer] = true
+					m.log.Info("peer connected", "peer", ev.Peer, "agent", ev.AgentVersion, "addr", ev.Conn.RemoteMultiaddr())
+				}
 				m.closeEarlierRuns(ev)
 				for _, f := range hooks {
 					f(ev.Peer, ev.ListenAddrs)
+				}
+			case event.EvtPeerConnectednessChanged:
+				if ev.Connectedness == network.NotConnected && seen[ev.Peer] {
+					delete(seen, ev.Peer)
+					m.log.Info("peer left", "peer", ev.Peer)
 				}
 			case event.EvtLocalReachabilityChanged:
 				m.reach.Store(int32(ev.Reachability))

@@ -50,6 +50,7 @@ func commands() []command {
 		{"daemon", "[--listen MULTIADDR]... [--bootstrap MULTIADDR]... [--no-mdns] [--dm-policy anyone|trusted]", "run the weft daemon (a libp2p node with the local API)", runDaemon},
 		{"demo", "[--nodes N]", "start a small local mesh of real daemons and watch them talk", runDemo},
 		{"bench", "[--quick] [--json] [--scenarios LIST]", "measure weft as users see it: real daemons on 127.0.0.1, driven through their sockets", runBench},
+		{"status", "[--json]", "one screen on the node: ID, addresses, reachability, peers, spaces, sync, outbox, handlers, uptime, version", runStatus},
 		{"id", "[--json]", "this node's peer ID and addresses", runID},
 		{"peers", "[--json]", "connected peers", runPeers},
 		{"connect", "MULTIADDR", "connect to a peer (multiaddr ending in /p2p/ID)", runConnect},
@@ -84,16 +85,24 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+	home, args, err := globalFlags(args)
+	if err != nil {
+		fmt.Fprintf(stderr, "weft: %s\nusage: weft [--home DIR] COMMAND [flags]   (see weft help)\n", err)
+		return 2
+	}
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
 		usage(stdout)
 		return 0
+	}
+	if args[0] == "--version" || args[0] == "-version" {
+		args = []string{"version"}
 	}
 	cmds := commands()
 	for _, c := range cmds {
 		if c.name != args[0] {
 			continue
 		}
-		e := &env{stdout: stdout, stderr: stderr, home: client.DefaultHome()}
+		e := &env{stdout: stdout, stderr: stderr, home: home}
 		err := c.run(ctx, e, args[1:])
 		var ue usageError
 		switch {
@@ -123,6 +132,31 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.short)
 	}
 	fmt.Fprintln(w, "\nweft COMMAND --help shows a command's flags.")
+}
+
+// globalFlags takes the flags given before the command: --home DIR (the
+// command's own --home wins). --version and --help are left for run.
+func globalFlags(args []string) (home string, rest []string, err error) {
+	home = client.DefaultHome()
+	for len(args) > 0 && strings.HasPrefix(args[0], "-") {
+		name, value, hasValue := strings.Cut(strings.TrimLeft(args[0], "-"), "=")
+		switch name {
+		case "home":
+			if !hasValue {
+				if len(args) < 2 {
+					return "", nil, fmt.Errorf("flag needs an argument: --home")
+				}
+				value, args = args[1], args[1:]
+			}
+			home = value
+			args = args[1:]
+		case "version", "h", "help":
+			return home, args, nil
+		default:
+			return "", nil, fmt.Errorf("unknown flag %s before the command (only --home, --version and --help go there)", args[0])
+		}
+	}
+	return home, args, nil
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

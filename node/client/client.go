@@ -189,6 +189,13 @@ func (c *Client) Node(ctx context.Context) (api.Node, error) {
 	return n, c.do(ctx, http.MethodGet, "/v1/node", nil, &n)
 }
 
+// Status returns one look at the node: its identity, peers, spaces,
+// outbox, handlers, sync and uptime.
+func (c *Client) Status(ctx context.Context) (api.Status, error) {
+	var s api.Status
+	return s, c.do(ctx, http.MethodGet, "/v1/status", nil, &s)
+}
+
 // Peers lists connected peers.
 func (c *Client) Peers(ctx context.Context) ([]api.Peer, error) {
 	var p api.Peers

@@ -43,6 +43,7 @@ const (
 type Backend interface {
 	Config() node.Config
 	Info() node.Info
+	Status() (node.Status, error)
 	Peers() []mesh.PeerInfo
 	Connect(ctx context.Context, addr ma.Multiaddr) (peer.ID, error)
 
@@ -129,6 +130,7 @@ func New(b Backend, mcpPath string, mcp http.Handler, opts ...Option) *API {
 		h       http.HandlerFunc
 	}{
 		{"GET /v1/node", a.node},
+		{"GET /v1/status", a.status},
 		{"GET /v1/peers", a.peers},
 		{"POST /v1/peers", a.connect},
 		{"GET /v1/spaces", a.spaces},
