@@ -36,6 +36,7 @@ type command struct {
 type env struct {
 	stdout, stderr io.Writer
 	home           string
+	fs             *flag.FlagSet // the command's flags, once it made them (for its help)
 }
 
 func (e *env) client() *client.Client { return &client.Client{Home: e.home} }
@@ -75,6 +76,8 @@ func commands() []command {
 		{"network-key", "new FILE", "make a network key for a closed mesh (give the file to every node: weft daemon --network-key FILE)", runNetworkKey},
 		{"init", "[-o DIR] [--force] [NAME]...", "write SKILL.md files that teach an AI agent (e.g. Claude Code) weft and its conventions", runInit},
 		{"version", "", "print the version", runVersion},
+		{"help", "[COMMAND]", "a command's help: synopsis, description, flags, example", runHelp},
+		{"completion", "bash|zsh|fish", "print a shell completion script", runCompletion},
 	}
 }
 
@@ -102,13 +105,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if c.name != args[0] {
 			continue
 		}
+		if len(args) > 1 && (args[1] == "-h" || args[1] == "-help" || args[1] == "--help") {
+			printHelp(stdout, c, flagSetOf(c))
+			return 0
+		}
 		e := &env{stdout: stdout, stderr: stderr, home: home}
 		err := c.run(ctx, e, args[1:])
 		var ue usageError
 		switch {
 		case err == nil:
 			return 0
-		case errors.Is(err, flag.ErrHelp):
+		case isHelp(err):
+			printHelp(stdout, c, e.fs)
 			return 0
 		case errors.As(err, &ue):
 			fmt.Fprintf(stderr, "weft %s: %s\nusage: weft %s %s\n", c.name, ue.msg, c.name, c.args)
@@ -129,9 +137,9 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "\nusage: weft COMMAND [flags]   (every command takes --home DIR; default $WEFT_HOME or ~/.weft)")
 	fmt.Fprintln(w)
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.short)
+		fmt.Fprintf(w, "  %-12s %s\n", c.name, c.short)
 	}
-	fmt.Fprintln(w, "\nweft COMMAND --help shows a command's flags.")
+	fmt.Fprintln(w, "\nweft help COMMAND (or weft COMMAND --help) shows a command's arguments, flags and an example.")
 }
 
 // globalFlags takes the flags given before the command: --home DIR (the
@@ -164,8 +172,12 @@ func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 // flags returns a flag set for a command with the flags every command has.
 func (e *env) flags(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet("weft "+name, flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	// The flag package's own messages are not printed: a mistake is one
+	// line and the synopsis, --help the command's help (run prints both).
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	fs.StringVar(&e.home, "home", e.home, "data dir of the daemon (default $WEFT_HOME or ~/.weft)")
+	e.fs = fs
 	return fs
 }
 
