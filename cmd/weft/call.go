@@ -26,23 +26,27 @@ const (
 
 func runInvoke(ctx context.Context, e *env, args []string) error {
 	fs := e.flags("invoke")
-	input := fs.String("json", "", "the call's input (JSON; default null)")
+	input, out := addDataFlags(fs, "the call's input (default null)")
 	stream := fs.Bool("stream", false, "stream invoke: print each delta as it arrives")
 	timeout := fs.Duration("timeout", 0, "give up after this long (default 60s, none for --stream)")
 	frames := fs.Bool("frames", false, "with --stream, print every frame as JSON (seq, kind, data, meta)")
 	showMeta := fs.Bool("meta-out", false, "print the response's meta to stderr")
 	var meta stringList
 	fs.Var(&meta, "meta", "metadata KEY=VALUE (repeatable); keys under \"local.\" are not sent")
-	pos, err := parse(fs, args, 2)
+	pos, err := parseAny(fs, args)
+	if err != nil {
+		return err
+	}
+	pos, in, err := takeLegacyInput(e, pos, 2, *input, out)
 	if err != nil {
 		return err
 	}
 	req := api.InvokeRequest{Peer: pos[0], Name: pos[1], Stream: *stream, Parent: os.Getenv(envCallID)}
-	if *input != "" {
-		if !json.Valid([]byte(*input)) {
-			return usageError{"--json is not valid JSON"}
+	if in != "" {
+		if !json.Valid([]byte(in)) {
+			return usageError{"--data is not valid JSON"}
 		}
-		req.Input = json.RawMessage(*input)
+		req.Input = json.RawMessage(in)
 	}
 	if *timeout < 0 {
 		return usageError{"--timeout must not be negative"}
@@ -59,6 +63,9 @@ func runInvoke(ctx context.Context, e *env, args []string) error {
 		if err != nil {
 			return err
 		}
+		if out.on {
+			return printJSON(e.stdout, res)
+		}
 		if *showMeta {
 			printJSON(e.stderr, res.Meta)
 		}
@@ -68,7 +75,7 @@ func runInvoke(ctx context.Context, e *env, args []string) error {
 	w := bufio.NewWriter(e.stdout)
 	defer w.Flush()
 	return c.InvokeStream(ctx, req, func(f api.Frame) error {
-		if *frames {
+		if *frames || out.on {
 			if err := printJSON(w, f); err != nil {
 				return err
 			}

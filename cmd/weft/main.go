@@ -36,7 +36,9 @@ type command struct {
 type env struct {
 	stdout, stderr io.Writer
 	home           string
-	fs             *flag.FlagSet // the command's flags, once it made them (for its help)
+	fs             *flag.FlagSet     // the command's flags, once it made them (for its help)
+	tty            bool              // stdout is a terminal (tests set it)
+	names          map[string]string // peer ID → the name this node knows it by, for messages shown
 }
 
 func (e *env) client() *client.Client { return &client.Client{Home: e.home} }
@@ -58,15 +60,15 @@ func commands() []command {
 		{"join", "NAME [--json]", "join a space (idempotent)", runJoin},
 		{"spaces", "[--json]", "joined spaces", runSpaces},
 		{"leave", "NAME", "leave a space", runLeave},
-		{"send", "NAME (--text TEXT | --json OBJECT) [--type T] [--ref ID]... [--to PEER]... [--ttl SECONDS] [--meta K=V]...", "send a message; prints its ID", runSend},
+		{"send", "NAME (--text TEXT | --data OBJECT) [--type T] [--ref ID]... [--to PEER]... [--ttl D] [--meta K=V]... [--json]", "send a message; prints its ID", runSend},
 		{"read", "NAME [--after CURSOR] [--limit N] [--follow] [--json]", "read a space (replay, then follow with --follow)", runRead},
 		{"show", "ID [--json]", "show one message", runShow},
 		{"thread", "ID [--down] [--depth N] [--json]", "a message and what it replies to (or, with --down, its replies), nearest first", runThread},
-		{"dm", "PEER (--text TEXT | --json OBJECT) [--kind K] [--reply-to ID] [--ttl D] [--meta K=V]...", "send a direct message (queued and retried until delivered or its TTL ends)", runDM},
+		{"dm", "PEER (--text TEXT | --data OBJECT) [--kind K] [--reply-to ID] [--ttl D] [--meta K=V]... [--json]", "send a direct message (queued and retried until delivered or its TTL ends)", runDM},
 		{"inbox", "[--after CURSOR] [--limit N] [--follow] [--json]", "direct messages received (replay, then follow with --follow)", runInbox},
-		{"outbox", "[--dead] [--json]", "direct messages waiting for delivery, or (--dead) that could not be delivered", runOutbox},
+		{"outbox", "[--dead] [--cancel ID] [--json]", "direct messages waiting for delivery, or (--dead) that could not be delivered", runOutbox},
 		{"iacp", "(send FILE|- | show ID) [--json]", "send an IACP 1.x envelope as a direct message; show a direct message as one", runIACP},
-		{"invoke", "PEER NAME [--json INPUT] [--stream] [--timeout D] [--meta K=V]...", "call a peer's handler and print its result (or its deltas)", runInvoke},
+		{"invoke", "PEER NAME [--data INPUT] [--stream] [--timeout D] [--meta K=V]... [--json]", "call a peer's handler and print its result (or its deltas)", runInvoke},
 		{"handle", "NAME... --exec CMD [--allow trusted|anyone|PEER]... [--concurrency N] [--description D]", "serve calls to NAME by running CMD (input on stdin, result on stdout); by default only trusted peers may call", runHandle},
 		{"trust", trustUsage, "the peers this node trusts: they may call handlers that allow \"trusted\" (the default), and DM without limits", runTrust},
 		{"discover", "CAPABILITY [--json] [--limit N] [--timeout D]", "find the peers that offer a capability, with their agent cards", runDiscover},

@@ -66,6 +66,7 @@ type Backend interface {
 	Outbox(to string, limit int) ([]store.Outgoing, error)
 	DeadLetters(after store.Cursor, limit int) ([]store.DeadLetter, store.Cursor, error)
 	DeleteDeadLetter(id protocol.ID) error
+	CancelOutgoing(id protocol.ID) error
 
 	RegisterHandler(spec node.HandlerSpec) (Handler, error)
 	CallIsStream(id string) (bool, error)
@@ -148,6 +149,7 @@ func New(b Backend, mcpPath string, mcp http.Handler, opts ...Option) *API {
 		{"GET /v1/inbox", a.inbox},
 		{"GET /v1/inbox/events", a.inboxEvents},
 		{"GET /v1/outbox", a.outbox},
+		{"DELETE /v1/outbox/{id}", a.cancelOutgoing},
 		{"GET /v1/deadletters", a.deadLetters},
 		{"DELETE /v1/deadletters/{id}", a.deleteDeadLetter},
 		{"POST /v1/handlers", a.register},
