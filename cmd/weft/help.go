@@ -38,7 +38,7 @@ var helpTexts = map[string]helpText{
 	"read":    {"Prints a space's messages, oldest first; --follow keeps printing new ones as they arrive, and outlives a daemon restart (it resumes from the last message printed).", "weft read lab\nweft read lab --follow --json"},
 	"dm":      {"Sends a direct message to a peer. It is queued in the outbox and retried until delivered or its TTL ends.", "weft dm 12D3KooW... --text \"ping\""},
 	"inbox":   {"Prints the direct messages received; --follow keeps printing new ones, across daemon restarts.", "weft inbox --follow"},
-	"invoke":  {"Calls a handler a peer serves and prints its result (with --stream, each delta as it arrives).", "weft invoke 12D3KooW... review --json '{\"diff\": \"...\"}'"},
+	"invoke":  {"Calls a handler a peer serves and prints its result (with --stream, each delta as it arrives).", "weft invoke 12D3KooW... review --data '{\"diff\": \"...\"}'"},
 	"handle":  {"Serves calls to NAME by running CMD with sh -c for each call: the input JSON on stdin, the result JSON on stdout (for a stream call, each line is a delta). It registers again when the daemon restarts. By default only trusted peers may call.", "weft handle review --exec ./review.sh\nweft handle echo --exec cat --allow anyone"},
 	"completion": {"Prints a shell completion script for bash, zsh or fish, made from the command table and each command's flags.",
 		"source <(weft completion bash)          # in ~/.bashrc\nweft completion zsh > \"${fpath[1]}/_weft\"  # then restart zsh\nweft completion fish > ~/.config/fish/completions/weft.fish"},
