@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/weftmesh/weft/protocol/api"
@@ -174,7 +173,7 @@ func (h *execHandler) logf(format string, args ...any) {
 func (h *execHandler) serve(ctx context.Context, c api.IncomingCall, send func(json.RawMessage) error) (json.RawMessage, map[string]string, error) {
 	start := time.Now()
 	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", h.cmd)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	ownGroup(cmd)
 	cmd.Cancel = func() error { killGroup(cmd.Process.Pid); return nil }
 	cmd.WaitDelay = 2 * time.Second
 	input := []byte(c.Input)
@@ -257,13 +256,6 @@ func (h *execHandler) runStream(cmd *exec.Cmd, send func(json.RawMessage) error)
 		return sendErr
 	}
 	return werr
-}
-
-// killGroup stops a handler's process group: SIGTERM now, SIGKILL to
-// whatever is left two seconds later.
-func killGroup(pid int) {
-	syscall.Kill(-pid, syscall.SIGTERM)
-	time.AfterFunc(2*time.Second, func() { syscall.Kill(-pid, syscall.SIGKILL) })
 }
 
 // asJSON returns b if it is JSON, else b as {"text": b}; nothing is null.

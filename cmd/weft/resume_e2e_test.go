@@ -34,7 +34,7 @@ func TestFollowAcrossRestart(t *testing.T) {
 	follower.WaitOutput(20*time.Second, m2)
 	b.OK("dm", aID, "--text", "d1")
 	inbox.WaitOutput(30*time.Second, `"d1"`)
-	if out := b.OK("invoke", aID, "echo", "--json", `{"n":1}`); !strings.Contains(out, `"n":1`) {
+	if out := b.OK("invoke", aID, "echo", "--data", `{"n":1}`); !strings.Contains(out, `"n":1`) {
 		t.Fatalf("invoke before the restart printed %q", out)
 	}
 
@@ -64,7 +64,7 @@ func TestFollowAcrossRestart(t *testing.T) {
 	testbed.Poll(t, 30*time.Second, "the handler registered again", func() (bool, string) {
 		return strings.Count(handler.Stderr.String(), "serving echo") == 2, handler.Stderr.String()
 	})
-	if out := b.OK("invoke", aID, "echo", "--json", `{"n":2}`); !strings.Contains(out, `"n":2`) {
+	if out := b.OK("invoke", aID, "echo", "--data", `{"n":2}`); !strings.Contains(out, `"n":2`) {
 		t.Fatalf("invoke after the restart printed %q", out)
 	}
 
