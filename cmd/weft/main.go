@@ -1,13 +1,14 @@
 // Command weft is the weft daemon and its command-line client.
 //
 //	weft daemon [--listen MULTIADDR]... [--bootstrap MULTIADDR]... [--no-mdns]
-//	weft demo
-//	weft bench [--quick] [--json] [--scenarios LIST]
-//	weft id | peers | connect | join | spaces | leave | send | read | show
+//	weft status | id | peers | connect | join | spaces | leave | send | read | show | ...
+//	weft help [COMMAND] | completion bash|zsh|fish | version
 //
-// Every command takes --home DIR (default $WEFT_HOME, else ~/.weft). Results
-// go to stdout (as JSON with --json, where fields are only ever added),
-// diagnostics to stderr; on failure a one-line error and a non-zero exit.
+// Every command takes --home DIR (default $WEFT_HOME, else ~/.weft), before
+// or after the command. Results go to stdout (as JSON with --json, where
+// fields are only ever added), diagnostics to stderr; on failure a one-line
+// error and a non-zero exit. The commands are the table of commands(); help
+// and completion are made from it and each command's flag set.
 package main
 
 import (

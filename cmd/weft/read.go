@@ -97,15 +97,10 @@ func readOrFollow(ctx context.Context, e *env, after string, limit int, follow, 
 
 var errDone = fmt.Errorf("done")
 
-// printMessage writes a message for a person: time, sender, type, content,
-// then its ID and what it replies to (so a reader can answer it with --ref).
-func printMessage(w io.Writer, m api.Message) error {
-	return printMessageAs(w, m, nil, time.Now())
-}
-
-// printMessageAs is printMessage with the names of the peers known by one
-// (the sender shows as "name …abcd1234"), and the time now: a message of
-// another day shows its date.
+// printMessageAs writes a message for a person: time (with the date, for
+// a message of another day than now), sender (as "name …abcd1234" when
+// names has one for it), type, content, then its ID and what it replies to
+// (so a reader can answer it with --ref).
 func printMessageAs(w io.Writer, m api.Message, names map[string]string, now time.Time) error {
 	var body struct {
 		Text *string `json:"text"`
