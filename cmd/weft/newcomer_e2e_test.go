@@ -3,6 +3,7 @@ package main
 import (
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -142,4 +143,34 @@ func TestBootstrapLater(t *testing.T) {
 		return strings.Contains(db.Log.String(), "connected to bootstrap peer"), db.Log.String()
 	})
 	b.waitConnected(da.ID)
+}
+
+// TestNoMulticastLogs: on a host with no multicast interface (a network
+// namespace with only loopback), every line the daemon logs is in its own
+// format (zeroconf's too), and it says mdns=false once mDNS could not
+// start. Needs root (unshare -n).
+func TestNoMulticastLogs(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for a network namespace (unshare -n)")
+	}
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		t.Skip("no unshare")
+	}
+	wrap := func(name string, args ...string) []string {
+		return append([]string{unshare, "-n", "sh", "-c", `ip link set lo up && exec "$@"`, "sh", name}, args...)
+	}
+	d := testbed.StartVia(t, wrap, testbed.Home(t), "--listen", "/ip4/127.0.0.1/tcp/0")
+	if err := d.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	log := d.Log.String()
+	for _, line := range strings.Split(strings.TrimSpace(log), "\n") {
+		if !strings.HasPrefix(line, "time=") {
+			t.Errorf("a log line not in the daemon's format: %q", line)
+		}
+	}
+	if !logHas(log, `msg="mDNS unavailable`) || !logHas(log, `msg="mesh started"`, "mdns=false") {
+		t.Errorf("want mDNS unavailable, then mesh started with mdns=false:\n%s", log)
+	}
 }
