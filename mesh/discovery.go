@@ -7,6 +7,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/net/swarm"
 
 	"github.com/weftmesh/weft/mesh/internal/advert"
 )
@@ -59,35 +60,72 @@ func (m *Mesh) connectFound(ctx context.Context, ai peer.AddrInfo, via string) {
 	m.log.Debug("connected to discovered peer", "peer", ai.ID, "via", via)
 }
 
-// bootstrapLoop dials the bootstrap peers, protects them in the connection
+// Bootstrap retries: a bootstrap peer that cannot be reached at start (it
+// may start later) is dialled again after bootRetryMin, doubling up to
+// bootRetryMax, until it answers. libp2p's own dial backoff (minutes after a
+// few failures) is cleared before each try.
+const (
+	bootRetryMin = time.Second
+	bootRetryMax = 10 * time.Second
+)
+
+// bootstrapLoop dials each bootstrap peer until it answers (on a short,
+// capped backoff: see bootRetryMin), protects it in the connection
 // manager, and refreshes the DHT routing table as soon as identify has put
-// them in it, so that a small mesh finds its members within seconds instead
-// of at the DHT's first periodic refresh. Later reconnection is the DHT's
-// own job (it redials bootstrap peers when its routing table runs empty).
+// it there, so that a small mesh finds its members within seconds instead
+// of at the DHT's first periodic refresh. Once connected, reconnection is
+// the DHT's own job (it redials bootstrap peers when its routing table runs
+// empty).
 func (m *Mesh) bootstrapLoop(ctx context.Context) {
-	if len(m.bootstrap) == 0 {
-		return
-	}
 	var wg sync.WaitGroup
+	defer wg.Wait()
 	for _, ai := range m.bootstrap {
 		if ai.ID == m.h.ID() {
 			continue
 		}
 		m.h.ConnManager().Protect(ai.ID, tagBootstrap)
 		wg.Go(func() {
-			dctx, cancel := context.WithTimeout(ctx, dialTimeout)
-			defer cancel()
-			if err := m.h.Connect(dctx, ai); err != nil {
-				if ctx.Err() == nil {
-					m.log.Warn("bootstrap peer unreachable", "peer", ai.ID, "addrs", ai.Addrs, "err", err)
-				}
-				return
+			if m.dialBootstrap(ctx, ai) {
+				m.refreshRoutingTable(ctx)
 			}
-			m.log.Debug("connected to bootstrap peer", "peer", ai.ID)
 		})
 	}
-	wg.Wait()
+}
 
+// dialBootstrap dials a bootstrap peer until it connects (true) or ctx
+// ends (false). It warns once when the peer cannot be reached, and says
+// at info level when it connects.
+func (m *Mesh) dialBootstrap(ctx context.Context, ai peer.AddrInfo) bool {
+	wait := bootRetryMin
+	for try := 1; ; try++ {
+		if bo, ok := m.h.Network().(interface{ Backoff() *swarm.DialBackoff }); ok {
+			bo.Backoff().Clear(ai.ID)
+		}
+		dctx, cancel := context.WithTimeout(ctx, dialTimeout)
+		err := m.h.Connect(dctx, ai)
+		cancel()
+		if ctx.Err() != nil {
+			return false
+		}
+		if err == nil {
+			m.log.Info("connected to bootstrap peer", "peer", ai.ID, "tries", try)
+			return true
+		}
+		if try == 1 {
+			m.log.Warn("bootstrap peer unreachable; retrying", "peer", ai.ID, "addrs", ai.Addrs, "every_max", bootRetryMax, "err", err)
+		} else {
+			m.log.Debug("bootstrap peer still unreachable", "peer", ai.ID, "tries", try, "err", err)
+		}
+		if !advert.Sleep(ctx, wait) {
+			return false
+		}
+		wait = min(2*wait, bootRetryMax)
+	}
+}
+
+// refreshRoutingTable refreshes the DHT routing table once identify has put
+// a peer in it (waiting at most rtWait).
+func (m *Mesh) refreshRoutingTable(ctx context.Context) {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	deadline := time.After(rtWait)

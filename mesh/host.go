@@ -55,6 +55,9 @@ func newHost(key crypto.PrivKey, cfg Config, boot []peer.AddrInfo) (host.Host, *
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := checkPorts(listen); err != nil {
+		return nil, nil, err
+	}
 	id, err := peer.IDFromPrivateKey(key)
 	if err != nil {
 		return nil, nil, err

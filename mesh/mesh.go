@@ -128,7 +128,7 @@ func New(ctx context.Context, key crypto.PrivKey, cfg Config) (_ *Mesh, err erro
 	}()
 
 	// Subscribe before anything can connect, so no identification is missed.
-	m.idSub, err = h.EventBus().Subscribe([]any{new(event.EvtPeerIdentificationCompleted), new(event.EvtLocalReachabilityChanged)})
+	m.idSub, err = h.EventBus().Subscribe([]any{new(event.EvtPeerIdentificationCompleted), new(event.EvtLocalReachabilityChanged), new(event.EvtPeerConnectednessChanged)})
 	if err != nil {
 		return nil, fmt.Errorf("event bus: %w", err)
 	}
@@ -183,7 +183,7 @@ func New(ctx context.Context, key crypto.PrivKey, cfg Config) (_ *Mesh, err erro
 	}
 
 	m.wg.Go(func() { m.bootstrapLoop(runCtx) })
-	m.log.Info("mesh started", "id", h.ID(), "addrs", h.Addrs(), "dht_mode", cfg.DHTMode, "mdns", cfg.MDNS, "relay", cfg.Relay)
+	m.log.Info("mesh started", "id", h.ID(), "addrs", h.Addrs(), "dht_mode", cfg.DHTMode, "mdns", m.mdns != nil, "relay", cfg.Relay)
 	if cfg.NetworkKey != nil {
 		m.log.Info("private network: TCP only, peers without the key cannot connect", "key_fingerprint", NetworkKeyFingerprint(cfg.NetworkKey))
 	}
@@ -344,8 +344,49 @@ func (m *Mesh) Connect(ctx context.Context, addr ma.Multiaddr) (peer.ID, error) 
 	if m.h.Network().Connectedness(ai.ID) != network.Connected {
 		return "", fmt.Errorf("connect %s: the peer closed the connection at once (a closed mesh that does not allow this node, or one full of connections?)", addr)
 	}
+	if err := m.checkAddrs(ctx, *ai); err != nil {
+		return "", fmt.Errorf("connect %s: %w", addr, err)
+	}
 	m.h.ConnManager().Protect(ai.ID, tagManual)
 	return ai.ID, nil
+}
+
+// checkAddrs makes sure the peer answers at one of the addresses given to
+// Connect: a node connected to it already (or that knows other addresses
+// of it) would otherwise report success for any address, a wrong port
+// included. An address that one of the connections uses is proof enough;
+// otherwise this dials the first given address on its own (a full
+// handshake, which checks the peer ID) and closes that connection.
+func (m *Mesh) checkAddrs(ctx context.Context, ai peer.AddrInfo) error {
+	if len(ai.Addrs) == 0 {
+		return nil // an address with only /p2p/ID: any way to reach it will do
+	}
+	for _, c := range m.h.Network().ConnsToPeer(ai.ID) {
+		for _, a := range ai.Addrs {
+			if c.RemoteMultiaddr().Equal(a) {
+				return nil
+			}
+		}
+	}
+	sw, ok := m.h.Network().(*swarm.Swarm)
+	if !ok {
+		return nil
+	}
+	a := ai.Addrs[0]
+	if _, err := a.ValueForProtocol(ma.P_CIRCUIT); err == nil {
+		return nil // relayed: the relay, not the peer, answers at that address
+	}
+	tpt := sw.TransportForDialing(a)
+	if tpt == nil {
+		return nil // e.g. a /dns address, which the swarm resolved to dial it: not checked
+	}
+	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	defer cancel()
+	c, err := tpt.Dial(dctx, a, ai.ID)
+	if err != nil {
+		return fmt.Errorf("%s is connected, but not reachable at %s: %w", ai.ID, a, err)
+	}
+	return c.Close()
 }
 
 // OnPeerConnected registers f to be called for every peer this node
@@ -366,6 +407,7 @@ func (m *Mesh) OnPeerConnected(f func(peer.ID, []ma.Multiaddr)) {
 // events.
 func (m *Mesh) identifiedLoop(ctx context.Context) {
 	var hooks []func(peer.ID, []ma.Multiaddr)
+	seen := make(map[peer.ID]bool) // peers logged as connected, not yet as left
 	for {
 		select {
 		case f := <-m.hookCh:
@@ -379,9 +421,18 @@ func (m *Mesh) identifiedLoop(ctx context.Context) {
 			}
 			switch ev := e.(type) {
 			case event.EvtPeerIdentificationCompleted:
+				if !seen[ev.Peer] {
+					seen[ev.Peer] = true
+					m.log.Info("peer connected", "peer", ev.Peer, "agent", ev.AgentVersion, "addr", ev.Conn.RemoteMultiaddr())
+				}
 				m.closeEarlierRuns(ev)
 				for _, f := range hooks {
 					f(ev.Peer, ev.ListenAddrs)
+				}
+			case event.EvtPeerConnectednessChanged:
+				if ev.Connectedness == network.NotConnected && seen[ev.Peer] {
+					delete(seen, ev.Peer)
+					m.log.Info("peer left", "peer", ev.Peer)
 				}
 			case event.EvtLocalReachabilityChanged:
 				m.reach.Store(int32(ev.Reachability))

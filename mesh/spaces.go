@@ -119,7 +119,7 @@ func (m *Mesh) JoinSpace(id protocol.ID, sink Sink) error {
 	m.mu.Lock()
 	m.spaces[id] = s
 	m.mu.Unlock()
-	m.log.Info("joined space", "space", id)
+	m.log.Debug("joined space", "space", id) // the node logs it, with the name
 	return nil
 }
 
@@ -138,7 +138,7 @@ func (m *Mesh) LeaveSpace(id protocol.ID) error {
 	if err := m.stopSpace(s); err != nil {
 		return fmt.Errorf("leave space %s: %w", id, err)
 	}
-	m.log.Info("left space", "space", id)
+	m.log.Debug("left space", "space", id)
 	return nil
 }
 

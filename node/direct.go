@@ -158,6 +158,13 @@ func (n *Node) DeadLetters(after store.Cursor, limit int) ([]store.DeadLetter, s
 	return n.store.DeadLetters(after, limit)
 }
 
+// CancelOutgoing gives up a direct message waiting in the outbox: it is
+// not sent again, and becomes a dead letter with reason "cancelled". One
+// being sent at this moment may still arrive.
+func (n *Node) CancelOutgoing(id protocol.ID) error {
+	return notFound(n.store.Kill(id, "cancelled", 0), api.CodeNotFound, "no direct message "+id.String()+" waiting in the outbox")
+}
+
 // DeleteDeadLetter removes a dead letter.
 func (n *Node) DeleteDeadLetter(id protocol.ID) error {
 	return notFound(n.store.DeleteDeadLetter(id), api.CodeNotFound, "no dead letter "+id.String())

@@ -204,6 +204,7 @@ func (n *Node) startMesh(ctx context.Context) (err error) {
 		if err := n.mesh.JoinSpace(sp.ID, spaceSink{n}); err != nil {
 			return fmt.Errorf("rejoin space %s: %w", sp.Name, err)
 		}
+		n.log.Info("rejoined space", "name", sp.Name, "space", sp.ID)
 	}
 	n.watchGauges()
 	return nil

@@ -114,6 +114,9 @@ func (n *Node) Join(name string, keep *store.Retention) (Space, bool, error) {
 	if err := n.mesh.JoinSpace(sp.ID, spaceSink{n}); err != nil {
 		return Space{}, false, err
 	}
+	if created {
+		n.log.Info("joined space", "name", sp.Name, "space", sp.ID)
+	}
 	return n.describe(sp), created, nil
 }
 
@@ -155,6 +158,7 @@ func (n *Node) Leave(ref string) error {
 	if err := n.store.LeaveSpace(sp.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
+	n.log.Info("left space", "name", sp.Name, "space", sp.ID)
 	return nil
 }
 

@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/weftmesh/weft/protocol/api"
@@ -26,7 +25,7 @@ const (
 
 func runInvoke(ctx context.Context, e *env, args []string) error {
 	fs := e.flags("invoke")
-	input := fs.String("json", "", "the call's input (JSON; default null)")
+	input, out := addDataFlags(fs, "the call's input (default null)")
 	stream := fs.Bool("stream", false, "stream invoke: print each delta as it arrives")
 	timeout := fs.Duration("timeout", 0, "give up after this long (default 60s, none for --stream)")
 	frames := fs.Bool("frames", false, "with --stream, print every frame as JSON (seq, kind, data, meta)")
@@ -34,28 +33,27 @@ func runInvoke(ctx context.Context, e *env, args []string) error {
 	capability := fs.String("capability", "", "call whichever peer offers this capability (instead of PEER NAME): the least loaded first, the next if one is unreachable or overloaded; says on stderr which peer answered")
 	var meta stringList
 	fs.Var(&meta, "meta", "metadata KEY=VALUE (repeatable); keys under \"local.\" are not sent")
+	pos, err := parseAny(fs, args)
+	if err != nil {
+		return err
+	}
 	want := 2
-	if slices.ContainsFunc(args, func(a string) bool {
-		f, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		return strings.HasPrefix(a, "-") && f == "capability"
-	}) {
+	if *capability != "" {
 		want = 0
 	}
-	pos, err := parse(fs, args, want)
+	pos, in, err := takeLegacyInput(e, pos, want, *input, out)
 	if err != nil {
 		return err
 	}
 	req := api.InvokeRequest{Capability: *capability, Stream: *stream, Parent: os.Getenv(envCallID)}
 	if want == 2 {
 		req.Peer, req.Name = pos[0], pos[1]
-	} else if *capability == "" {
-		return usageError{"--capability needs a capability name"}
 	}
-	if *input != "" {
-		if !json.Valid([]byte(*input)) {
-			return usageError{"--json is not valid JSON"}
+	if in != "" {
+		if !json.Valid([]byte(in)) {
+			return usageError{"--data is not valid JSON"}
 		}
-		req.Input = json.RawMessage(*input)
+		req.Input = json.RawMessage(in)
 	}
 	if *timeout < 0 {
 		return usageError{"--timeout must not be negative"}
@@ -72,6 +70,9 @@ func runInvoke(ctx context.Context, e *env, args []string) error {
 		if err != nil {
 			return err
 		}
+		if out.on {
+			return printJSON(e.stdout, res)
+		}
 		if *showMeta {
 			printJSON(e.stderr, res.Meta)
 		}
@@ -83,7 +84,7 @@ func runInvoke(ctx context.Context, e *env, args []string) error {
 	defer w.Flush()
 	return c.InvokeStream(ctx, req, func(f api.Frame) error {
 		answeredBy(e.stderr, f.Peer, f.Attempts)
-		if *frames {
+		if *frames || out.on {
 			if err := printJSON(w, f); err != nil {
 				return err
 			}
@@ -170,8 +171,11 @@ func runHandle(ctx context.Context, e *env, args []string) error {
 		}
 		req.Capabilities = append(req.Capabilities, cp)
 	}
-	err = e.client().Serve(ctx, req, serve, func() {
-		fmt.Fprintf(e.stderr, "serving %s (up to %d at once) to %s\n", strings.Join(names, ", "), *conc, allowedText(allow))
+	// Registered again whenever the daemon restarts.
+	err = resuming(ctx, e, func() error {
+		return e.client().Serve(ctx, req, serve, func() {
+			fmt.Fprintf(e.stderr, "serving %s (up to %d at once) to %s\n", strings.Join(names, ", "), *conc, allowedText(allow))
+		})
 	})
 	if ctx.Err() != nil {
 		return nil
@@ -218,7 +222,7 @@ func (h *execHandler) logf(format string, args ...any) {
 func (h *execHandler) serve(ctx context.Context, c api.IncomingCall, send func(json.RawMessage) error) (json.RawMessage, map[string]string, error) {
 	start := time.Now()
 	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", h.cmd)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	ownGroup(cmd)
 	cmd.Cancel = func() error { killGroup(cmd.Process.Pid); return nil }
 	cmd.WaitDelay = 2 * time.Second
 	input := []byte(c.Input)
@@ -301,13 +305,6 @@ func (h *execHandler) runStream(cmd *exec.Cmd, send func(json.RawMessage) error)
 		return sendErr
 	}
 	return werr
-}
-
-// killGroup stops a handler's process group: SIGTERM now, SIGKILL to
-// whatever is left two seconds later.
-func killGroup(pid int) {
-	syscall.Kill(-pid, syscall.SIGTERM)
-	time.AfterFunc(2*time.Second, func() { syscall.Kill(-pid, syscall.SIGKILL) })
 }
 
 // asJSON returns b if it is JSON, else b as {"text": b}; nothing is null.

@@ -81,13 +81,13 @@ func TestInvokeHandleExec(t *testing.T) {
 		return strings.Contains(out, `"echo"`) && strings.Contains(out, `"env"`) && strings.Contains(out, "echoes its input"), out
 	})
 
-	out, errs, code, took := a.RunWithin(20*time.Second, "invoke", bID, "echo", "--json", `{"x":1}`)
+	out, errs, code, took := a.RunWithin(20*time.Second, "invoke", bID, "echo", "--data", `{"x":1}`)
 	if code != 0 || strings.TrimSpace(out) != `{"x":1}` {
 		t.Fatalf("invoke echo: exit %d, stdout %q, stderr %q", code, out, errs)
 	}
 	t.Logf("invoke echo took %v (a whole weft process)", took.Round(time.Millisecond))
 
-	out, errs, code, _ = a.RunWithin(20*time.Second, "invoke", bID, "env", "--json", `{}`,
+	out, errs, code, _ = a.RunWithin(20*time.Second, "invoke", bID, "env", "--data", `{}`,
 		"--meta", "session=s1", "--meta", "local.k="+secret, "--meta-out")
 	if code != 0 {
 		t.Fatalf("invoke env: exit %d, stderr %q", code, errs)
@@ -201,7 +201,7 @@ func TestInvokeConcurrent(t *testing.T) {
 		return string(res.Output), err
 	})
 	run("weft invoke processes", func(ctx context.Context, i int) (string, error) {
-		cmd := exec.CommandContext(ctx, a.Bin, "invoke", bID, "slow", "--json", fmt.Sprintf(`{"i":%d}`, i))
+		cmd := exec.CommandContext(ctx, a.Bin, "invoke", bID, "slow", "--data", fmt.Sprintf(`{"i":%d}`, i))
 		cmd.Env = append(os.Environ(), a.Env())
 		out, err := cmd.Output()
 		return string(out), err
@@ -255,7 +255,7 @@ func TestInvokeErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := cli{testbed.CLI{T: t, Bin: a.Bin, Home: a.Home}}
-			out, errs, code, took := a.RunWithin(tc.within, "invoke", tc.peer, tc.call, "--json", `{"x":1}`)
+			out, errs, code, took := a.RunWithin(tc.within, "invoke", tc.peer, tc.call, "--data", `{"x":1}`)
 			t.Logf("weft invoke: exit %d in %v: %s", code, took.Round(time.Millisecond), strings.TrimSpace(errs))
 			if code == 0 || out != "" {
 				t.Errorf("exit %d, stdout %q: want a failure", code, out)

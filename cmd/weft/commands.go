@@ -32,12 +32,21 @@ func runVersion(_ context.Context, e *env, args []string) error {
 func runID(ctx context.Context, e *env, args []string) error {
 	fs := e.flags("id")
 	asJSON := fs.Bool("json", false, "print JSON")
+	addr := fs.Bool("addr", false, "print one full address peers can dial (for --bootstrap or weft connect elsewhere): public, else LAN, else loopback")
 	if _, err := parse(fs, args, 0); err != nil {
 		return err
 	}
 	n, err := e.client().Node(ctx)
 	if err != nil {
 		return err
+	}
+	if *addr {
+		a := dialable(n.Addrs)
+		if a == "" {
+			return fmt.Errorf("this node listens on no address peers can dial")
+		}
+		fmt.Fprintln(e.stdout, a)
+		return nil
 	}
 	if *asJSON {
 		return printJSON(e.stdout, struct {
@@ -64,6 +73,9 @@ func runPeers(ctx context.Context, e *env, args []string) error {
 	}
 	if *asJSON {
 		return printJSON(e.stdout, api.Peers{Peers: peers})
+	}
+	if len(peers) == 0 {
+		e.empty("no peers connected (weft connect ADDR, or weft daemon --bootstrap ADDR)")
 	}
 	for _, p := range peers {
 		addr := ""
@@ -151,8 +163,11 @@ func runSpaces(ctx context.Context, e *env, args []string) error {
 	if *asJSON {
 		return printJSON(e.stdout, api.Spaces{Spaces: spaces})
 	}
+	if len(spaces) == 0 {
+		e.empty("no spaces joined (weft join NAME)")
+	}
 	for _, sp := range spaces {
-		fmt.Fprintf(e.stdout, "%-20s %6d messages %9s  %3d peers  %s%s%s\n", sp.Name, sp.Messages, formatBytes(sp.Bytes), sp.Peers, sp.ID, retentionText(sp.Retention), limitsText(sp.Limits))
+		fmt.Fprintf(e.stdout, "%-20s %15s %9s  %9s  %s%s%s\n", sp.Name, plural(sp.Messages, "message", "messages"), formatBytes(sp.Bytes), plural(sp.Peers, "peer", "peers"), sp.ID, retentionText(sp.Retention), limitsText(sp.Limits))
 	}
 	return nil
 }

@@ -22,6 +22,7 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 	dhtMode := fs.String("dht-mode", "server", "Kademlia DHT mode: server, client or auto")
 	reach := fs.String("reachability", "auto", "can peers dial this node? auto (AutoNAT asks peers to dial back), public (e.g. a relay or bootstrap node with a public address: relays for nodes behind NAT, see --relay) or private (behind NAT: reached through relays, upgraded by hole punching)")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	logFormat := fs.String("log-format", "text", "log format on stderr: text (key=value lines) or json (one object per line)")
 	keepCount := fs.Int("keep-count", 0, "default retention: keep the newest N messages of each space (0: no limit; `weft join --keep-count` sets it per space)")
 	keepAge := fs.Duration("keep-age", 0, "default retention: keep messages younger than this, e.g. 720h (0: no limit)")
 	syncEvery := fs.Duration("sync-interval", 0, "how often to sync each space with a random member (default 30s; negative: only on joins and gaps)")
@@ -120,7 +121,12 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 		}
 		cfg.Card.Capabilities = append(cfg.Card.Capabilities, protocol.Capability{Name: c})
 	}
-	cfg.Logger = slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: lv}))
+	log, err := newLogger(e.stderr, *logFormat, lv)
+	if err != nil {
+		return err
+	}
+	routeLibraryLogs(log)
+	cfg.Logger = log
 	if *memLimit < 0 {
 		return usageError{fmt.Sprintf("--memory-limit %d is negative", *memLimit)}
 	}

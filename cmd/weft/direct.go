@@ -13,22 +13,26 @@ import (
 func runDM(ctx context.Context, e *env, args []string) error {
 	fs := e.flags("dm")
 	text := fs.String("text", "", "send {\"text\": TEXT}")
-	obj := fs.String("json", "", "send this JSON object as the content")
+	data, out := addDataFlags(fs, "send this object as the content")
 	kind := fs.String("kind", "event", "request, response, event, error or heartbeat")
 	replyTo := fs.String("reply-to", "", "ID of the direct message this one answers (inherits its correlation, trace and session)")
-	ttl := fs.Duration("ttl", 0, "expire after this long; the outbox retries until then (default: no expiry, retried for 24h)")
+	var ttl ttlFlag
+	fs.Var(&ttl, "ttl", "expire after this long, e.g. 90s or 24h (a number alone: seconds); the outbox retries until then (default: no expiry, retried for 24h)")
 	var meta stringList
 	fs.Var(&meta, "meta", "metadata KEY=VALUE (repeatable); keys under \"local.\" are not sent")
-	asJSON := fs.Bool("json-out", false, "print the result as JSON")
-	pos, err := parse(fs, args, 1)
+	jsonOutFlag := fs.Bool("json-out", false, "the same as --json")
+	pos, err := parseAny(fs, args)
 	if err != nil {
 		return err
 	}
-	if *ttl < 0 || (*ttl > 0 && *ttl < time.Second) {
-		return usageError{"--ttl must be at least 1s"}
+	pos, obj, err := takeLegacyInput(e, pos, 1, *data, out)
+	if err != nil {
+		return err
 	}
-	req := api.DMRequest{To: pos[0], Kind: *kind, ReplyTo: *replyTo, TTL: int64(*ttl / time.Second)}
-	if req.Content, err = contentFlag(*text, *obj); err != nil {
+	asJSON := new(bool)
+	*asJSON = out.on || *jsonOutFlag
+	req := api.DMRequest{To: pos[0], Kind: *kind, ReplyTo: *replyTo, TTL: ttl.seconds()}
+	if req.Content, err = contentFlag(*text, obj); err != nil {
 		return err
 	}
 	if req.Meta, err = metaFlag(meta); err != nil {
@@ -58,6 +62,9 @@ func runInbox(ctx context.Context, e *env, args []string) error {
 		return usageError{"--limit must not be negative"}
 	}
 	c := e.client()
+	if !*asJSON {
+		e.names = e.peerNames(ctx)
+	}
 	return readOrFollow(ctx, e, *after, *limit, *follow, *asJSON,
 		func(cursor string, n int) (api.Page, error) { return c.Inbox(ctx, cursor, n) },
 		func(cursor string, fn func(api.Message) error) error { return c.FollowInbox(ctx, cursor, fn) })
@@ -67,10 +74,18 @@ func runOutbox(ctx context.Context, e *env, args []string) error {
 	fs := e.flags("outbox")
 	dead := fs.Bool("dead", false, "show the dead letters: messages not delivered before their deadline, or refused")
 	asJSON := fs.Bool("json", false, "print one JSON object per line")
+	cancel := fs.String("cancel", "", "give up the direct message `ID` waiting for delivery (it becomes a dead letter, reason \"cancelled\")")
 	if _, err := parse(fs, args, 0); err != nil {
 		return err
 	}
 	c := e.client()
+	if *cancel != "" {
+		if err := c.CancelOutgoing(ctx, *cancel); err != nil {
+			return err
+		}
+		fmt.Fprintln(e.stdout, "cancelled", *cancel)
+		return nil
+	}
 	var list []api.Outgoing
 	if *dead {
 		cursor := ""
@@ -89,6 +104,13 @@ func runOutbox(ctx context.Context, e *env, args []string) error {
 		var err error
 		if list, err = c.Outbox(ctx, ""); err != nil {
 			return err
+		}
+	}
+	if len(list) == 0 && !*asJSON {
+		if *dead {
+			e.empty("no dead letters")
+		} else {
+			e.empty("the outbox is empty: every direct message sent was delivered (or is a dead letter: weft outbox --dead)")
 		}
 	}
 	for _, o := range list {

@@ -209,7 +209,7 @@ func TestEndToEnd(t *testing.T) {
 		{[]string{"read", "nowhere"}, "unknown space"},
 		{[]string{"send", "nowhere", "--text", "x"}, "unknown space"},
 		{[]string{"connect", "/ip4/999.0.0.1/tcp/1"}, "bad multiaddr"},
-		{[]string{"send", "research", "--json", "[1,2]"}, "content must be a JSON object"},
+		{[]string{"send", "research", "--data", "[1,2]"}, "content must be a JSON object"},
 		{[]string{"show", "nope"}, "bad id"},
 		{[]string{"read", "research", "--after", "!!"}, "bad cursor"},
 	} {

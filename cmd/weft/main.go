@@ -1,13 +1,14 @@
 // Command weft is the weft daemon and its command-line client.
 //
 //	weft daemon [--listen MULTIADDR]... [--bootstrap MULTIADDR]... [--no-mdns]
-//	weft demo
-//	weft bench [--quick] [--json] [--scenarios LIST]
-//	weft id | peers | connect | join | spaces | leave | send | read | show
+//	weft status | id | peers | connect | join | spaces | leave | send | read | show | ...
+//	weft help [COMMAND] | completion bash|zsh|fish | version
 //
-// Every command takes --home DIR (default $WEFT_HOME, else ~/.weft). Results
-// go to stdout (as JSON with --json, where fields are only ever added),
-// diagnostics to stderr; on failure a one-line error and a non-zero exit.
+// Every command takes --home DIR (default $WEFT_HOME, else ~/.weft), before
+// or after the command. Results go to stdout (as JSON with --json, where
+// fields are only ever added), diagnostics to stderr; on failure a one-line
+// error and a non-zero exit. The commands are the table of commands(); help
+// and completion are made from it and each command's flag set.
 package main
 
 import (
@@ -36,6 +37,9 @@ type command struct {
 type env struct {
 	stdout, stderr io.Writer
 	home           string
+	fs             *flag.FlagSet     // the command's flags, once it made them (for its help)
+	tty            bool              // stdout is a terminal (tests set it)
+	names          map[string]string // peer ID → the name this node knows it by, for messages shown
 }
 
 func (e *env) client() *client.Client { return &client.Client{Home: e.home} }
@@ -50,6 +54,7 @@ func commands() []command {
 		{"daemon", "[--listen MULTIADDR]... [--bootstrap MULTIADDR]... [--no-mdns] [--dm-policy anyone|trusted]", "run the weft daemon (a libp2p node with the local API)", runDaemon},
 		{"demo", "[--nodes N]", "start a small local mesh of real daemons and watch them talk", runDemo},
 		{"bench", "[--quick] [--json] [--scenarios LIST]", "measure weft as users see it: real daemons on 127.0.0.1, driven through their sockets", runBench},
+		{"status", "[--json]", "one screen on the node: ID, addresses, reachability, peers, spaces, sync, outbox, handlers, uptime, version", runStatus},
 		{"id", "[--json]", "this node's peer ID and addresses", runID},
 		{"peers", "[--json]", "connected peers", runPeers},
 		{"connect", "MULTIADDR", "connect to a peer (multiaddr ending in /p2p/ID)", runConnect},
@@ -60,15 +65,15 @@ func commands() []command {
 		{"remove", "SPACE PEER", "remove a member of a private space: it can no longer post or read what is sent after", runRemove},
 		{"spaces", "[--json]", "joined spaces", runSpaces},
 		{"leave", "NAME", "leave a space", runLeave},
-		{"send", "NAME (--text TEXT | --json OBJECT) [--type T] [--ref ID]... [--to PEER]... [--ttl SECONDS] [--meta K=V]...", "send a message; prints its ID", runSend},
+		{"send", "NAME (--text TEXT | --data OBJECT) [--type T] [--ref ID]... [--to PEER]... [--ttl D] [--meta K=V]... [--json]", "send a message; prints its ID", runSend},
 		{"read", "NAME [--after CURSOR] [--limit N] [--follow] [--json]", "read a space (replay, then follow with --follow)", runRead},
 		{"show", "ID [--json]", "show one message", runShow},
 		{"thread", "ID [--down] [--depth N] [--json]", "a message and what it replies to (or, with --down, its replies), nearest first", runThread},
-		{"dm", "PEER (--text TEXT | --json OBJECT) [--kind K] [--reply-to ID] [--ttl D] [--meta K=V]...", "send a direct message (queued and retried until delivered or its TTL ends)", runDM},
+		{"dm", "PEER (--text TEXT | --data OBJECT) [--kind K] [--reply-to ID] [--ttl D] [--meta K=V]... [--json]", "send a direct message (queued and retried until delivered or its TTL ends)", runDM},
 		{"inbox", "[--after CURSOR] [--limit N] [--follow] [--json]", "direct messages received (replay, then follow with --follow)", runInbox},
-		{"outbox", "[--dead] [--json]", "direct messages waiting for delivery, or (--dead) that could not be delivered", runOutbox},
+		{"outbox", "[--dead] [--cancel ID] [--json]", "direct messages waiting for delivery, or (--dead) that could not be delivered", runOutbox},
 		{"iacp", "(send FILE|- | show ID) [--json]", "send an IACP 1.x envelope as a direct message; show a direct message as one", runIACP},
-		{"invoke", "(PEER NAME | --capability NAME) [--json INPUT] [--stream] [--timeout D] [--meta K=V]...", "call a peer's handler (or whichever peer offers a capability) and print its result (or its deltas)", runInvoke},
+		{"invoke", "(PEER NAME | --capability NAME) [--data INPUT] [--stream] [--timeout D] [--meta K=V]... [--json]", "call a peer's handler (or whichever peer offers a capability) and print its result (or its deltas)", runInvoke},
 		{"handle", "NAME... (--exec CMD | --a2a URL [--a2a-auth CREDS]) [--allow trusted|anyone|PEER]... [--concurrency N] [--description D]", "serve calls to NAME by running CMD (input on stdin, result on stdout) or by forwarding them to an A2A agent; by default only trusted peers may call", runHandle},
 		{"a2a", "(PEER [--skill NAME] | --capability NAME) [--json]", "the local A2A URL of a weft agent (its card and endpoints on this daemon's loopback listener), for any A2A client", runA2A},
 		{"trust", trustUsage, "the peers this node trusts: they may call handlers that allow \"trusted\" (the default), and DM without limits", runTrust},
@@ -80,6 +85,8 @@ func commands() []command {
 		{"network-key", "new FILE", "make a network key for a closed mesh (give the file to every node: weft daemon --network-key FILE)", runNetworkKey},
 		{"init", "[-o DIR] [--force] [NAME]...", "write SKILL.md files that teach an AI agent (e.g. Claude Code) weft and its conventions", runInit},
 		{"version", "", "print the version", runVersion},
+		{"help", "[COMMAND]", "a command's help: synopsis, description, flags, example", runHelp},
+		{"completion", "bash|zsh|fish", "print a shell completion script", runCompletion},
 	}
 }
 
@@ -90,22 +97,35 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+	home, args, err := globalFlags(args)
+	if err != nil {
+		fmt.Fprintf(stderr, "weft: %s\nusage: weft [--home DIR] COMMAND [flags]   (see weft help)\n", err)
+		return 2
+	}
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
 		usage(stdout)
 		return 0
+	}
+	if args[0] == "--version" || args[0] == "-version" {
+		args = []string{"version"}
 	}
 	cmds := commands()
 	for _, c := range cmds {
 		if c.name != args[0] {
 			continue
 		}
-		e := &env{stdout: stdout, stderr: stderr, home: client.DefaultHome()}
+		if len(args) > 1 && (args[1] == "-h" || args[1] == "-help" || args[1] == "--help") {
+			printHelp(stdout, c, flagSetOf(c))
+			return 0
+		}
+		e := &env{stdout: stdout, stderr: stderr, home: home}
 		err := c.run(ctx, e, args[1:])
 		var ue usageError
 		switch {
 		case err == nil:
 			return 0
-		case errors.Is(err, flag.ErrHelp):
+		case isHelp(err):
+			printHelp(stdout, c, e.fs)
 			return 0
 		case errors.As(err, &ue):
 			fmt.Fprintf(stderr, "weft %s: %s\nusage: weft %s %s\n", c.name, ue.msg, c.name, c.args)
@@ -126,9 +146,34 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "\nusage: weft COMMAND [flags]   (every command takes --home DIR; default $WEFT_HOME or ~/.weft)")
 	fmt.Fprintln(w)
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.short)
+		fmt.Fprintf(w, "  %-12s %s\n", c.name, c.short)
 	}
-	fmt.Fprintln(w, "\nweft COMMAND --help shows a command's flags.")
+	fmt.Fprintln(w, "\nweft help COMMAND (or weft COMMAND --help) shows a command's arguments, flags and an example.")
+}
+
+// globalFlags takes the flags given before the command: --home DIR (the
+// command's own --home wins). --version and --help are left for run.
+func globalFlags(args []string) (home string, rest []string, err error) {
+	home = client.DefaultHome()
+	for len(args) > 0 && strings.HasPrefix(args[0], "-") {
+		name, value, hasValue := strings.Cut(strings.TrimLeft(args[0], "-"), "=")
+		switch name {
+		case "home":
+			if !hasValue {
+				if len(args) < 2 {
+					return "", nil, fmt.Errorf("flag needs an argument: --home")
+				}
+				value, args = args[1], args[1:]
+			}
+			home = value
+			args = args[1:]
+		case "version", "h", "help":
+			return home, args, nil
+		default:
+			return "", nil, fmt.Errorf("unknown flag %s before the command (only --home, --version and --help go there)", args[0])
+		}
+	}
+	return home, args, nil
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
@@ -136,8 +181,12 @@ func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 // flags returns a flag set for a command with the flags every command has.
 func (e *env) flags(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet("weft "+name, flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	// The flag package's own messages are not printed: a mistake is one
+	// line and the synopsis, --help the command's help (run prints both).
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	fs.StringVar(&e.home, "home", e.home, "data dir of the daemon (default $WEFT_HOME or ~/.weft)")
+	e.fs = fs
 	return fs
 }
 

@@ -26,7 +26,7 @@ func exists(path string) bool {
 // forbidden.
 func (c cli) invokeForbidden(peer, name string) {
 	c.T.Helper()
-	out, errs, code, _ := c.RunWithin(20*time.Second, "invoke", peer, name, "--json", `{"x":1}`)
+	out, errs, code, _ := c.RunWithin(20*time.Second, "invoke", peer, name, "--data", `{"x":1}`)
 	if code == 0 || !strings.Contains(errs, "takes calls only from peers this node trusts") {
 		c.T.Fatalf("invoke %s: exit %d, stdout %q, stderr %q; want a refusal (forbidden)", name, code, out, errs)
 	}
@@ -67,7 +67,7 @@ func TestHandleExecStranger(t *testing.T) {
 		len(list.Peers) != 1 || list.Peers[0].Peer != aID || list.Peers[0].Name != "alice" {
 		t.Fatalf("trust list --json: %+v, %v", list, err)
 	}
-	if out, errs, code, _ := a.RunWithin(20*time.Second, "invoke", bID, "run", "--json", `{"x":1}`); code != 0 || strings.TrimSpace(out) != `{"x":1}` {
+	if out, errs, code, _ := a.RunWithin(20*time.Second, "invoke", bID, "run", "--data", `{"x":1}`); code != 0 || strings.TrimSpace(out) != `{"x":1}` {
 		t.Fatalf("invoke as a trusted peer: exit %d, %q, %q", code, out, errs)
 	}
 	if !exists(marker) {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -26,6 +27,9 @@ func runRead(ctx context.Context, e *env, args []string) error {
 	}
 	c := e.client()
 	space := pos[0]
+	if !*asJSON {
+		e.names = e.peerNames(ctx)
+	}
 	return readOrFollow(ctx, e, *after, *limit, *follow, *asJSON,
 		func(cursor string, n int) (api.Page, error) { return c.Read(ctx, space, cursor, n) },
 		func(cursor string, fn func(api.Message) error) error { return c.Follow(ctx, space, cursor, fn) })
@@ -39,21 +43,26 @@ func readOrFollow(ctx context.Context, e *env, after string, limit int, follow, 
 		if asJSON {
 			return printJSON(e.stdout, m)
 		}
-		return printMessage(e.stdout, m)
+		return printMessageAs(e.stdout, m, e.names, time.Now())
 	}
 	if follow {
-		n := 0
-		err := followFn(after, func(m api.Message) error {
-			if err := print(m); err != nil {
-				return err
-			}
-			n++
-			if limit > 0 && n >= limit {
-				return errDone
-			}
-			return nil
+		// From the cursor of the last message printed, across daemon
+		// restarts: nothing missed, nothing repeated.
+		n, cursor := 0, after
+		err := resuming(ctx, e, func() error {
+			return followFn(cursor, func(m api.Message) error {
+				if err := print(m); err != nil {
+					return err
+				}
+				cursor = m.Cursor
+				n++
+				if limit > 0 && n >= limit {
+					return errDone
+				}
+				return nil
+			})
 		})
-		if err == errDone || (err == context.Canceled && ctx.Err() != nil) {
+		if err == errDone || (errors.Is(err, context.Canceled) && ctx.Err() != nil) {
 			return nil
 		}
 		return err
@@ -78,6 +87,9 @@ func readOrFollow(ctx context.Context, e *env, after string, limit int, follow, 
 		// A page may hold fewer than asked (pages are bounded in bytes too):
 		// only an empty one is the end.
 		if len(page.Messages) == 0 || (limit > 0 && n >= limit) {
+			if n == 0 && !asJSON {
+				e.empty("no messages")
+			}
 			return nil
 		}
 	}
@@ -85,9 +97,11 @@ func readOrFollow(ctx context.Context, e *env, after string, limit int, follow, 
 
 var errDone = fmt.Errorf("done")
 
-// printMessage writes a message for a person: time, sender, type, content,
-// then its ID and what it replies to (so a reader can answer it with --ref).
-func printMessage(w io.Writer, m api.Message) error {
+// printMessageAs writes a message for a person: time (with the date, for
+// a message of another day than now), sender (as "name …abcd1234" when
+// names has one for it), type, content, then its ID and what it replies to
+// (so a reader can answer it with --ref).
+func printMessageAs(w io.Writer, m api.Message, names map[string]string, now time.Time) error {
 	var body struct {
 		Text *string `json:"text"`
 	}
@@ -99,11 +113,19 @@ func printMessage(w io.Writer, m api.Message) error {
 	if len(from) > 12 {
 		from = "…" + from[len(from)-8:]
 	}
+	if name := names[m.From]; name != "" {
+		from = name + " " + from
+	}
+	at := m.CreatedAt.Local()
+	when := at.Format(time.TimeOnly)
+	if y, mo, d := at.Date(); y != now.Year() || mo != now.Month() || d != now.Day() {
+		when = at.Format("2006-01-02 15:04:05")
+	}
 	ids := "id " + m.ID
 	if m.Refs != nil && len(m.Refs.Messages) > 0 {
 		ids += ", re " + strings.Join(m.Refs.Messages, " ")
 	}
-	_, err := fmt.Fprintf(w, "%s  %s  [%s]  %s  (%s)\n", m.CreatedAt.Local().Format(time.TimeOnly), from, m.Type, content, ids)
+	_, err := fmt.Fprintf(w, "%s  %s  [%s]  %s  (%s)\n", when, from, m.Type, content, ids)
 	return err
 }
 
@@ -150,6 +172,9 @@ func runThread(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	if !*asJSON {
+		e.names = e.peerNames(ctx)
+	}
 	th, err := e.client().Thread(ctx, pos[0], !*down, *depth)
 	if err != nil {
 		return err
@@ -162,7 +187,7 @@ func runThread(ctx context.Context, e *env, args []string) error {
 			continue
 		}
 		fmt.Fprint(e.stdout, strings.Repeat("  ", m.Depth))
-		if err := printMessage(e.stdout, m.Message); err != nil {
+		if err := printMessageAs(e.stdout, m.Message, e.names, time.Now()); err != nil {
 			return err
 		}
 	}

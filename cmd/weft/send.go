@@ -12,20 +12,27 @@ import (
 func runSend(ctx context.Context, e *env, args []string) error {
 	fs := e.flags("send")
 	text := fs.String("text", "", "send {\"text\": TEXT}")
-	obj := fs.String("json", "", "send this JSON object as the content")
+	data, out := addDataFlags(fs, "send this object as the content")
 	typ := fs.String("type", "", "message type (default \"text\")")
-	ttl := fs.Int64("ttl", 0, "seconds until the message expires (0 = never)")
+	var ttl ttlFlag
+	fs.Var(&ttl, "ttl", "expire the message after this long, e.g. 90s or 24h (a number alone: seconds; default never)")
 	var refs, to, meta stringList
 	fs.Var(&refs, "ref", "ID of a message this one replies to (repeatable)")
 	fs.Var(&to, "to", "peer ID this message is addressed to (repeatable)")
 	fs.Var(&meta, "meta", "metadata KEY=VALUE (repeatable)")
-	asJSON := fs.Bool("print-json", false, "print the stored message as JSON instead of its ID")
-	pos, err := parse(fs, args, 1)
+	printJSONFlag := fs.Bool("print-json", false, "the same as --json")
+	pos, err := parseAny(fs, args)
 	if err != nil {
 		return err
 	}
-	req := api.SendRequest{Type: *typ, TTL: *ttl}
-	if req.Content, err = contentFlag(*text, *obj); err != nil {
+	pos, obj, err := takeLegacyInput(e, pos, 1, *data, out)
+	if err != nil {
+		return err
+	}
+	asJSON := new(bool)
+	*asJSON = out.on || *printJSONFlag
+	req := api.SendRequest{Type: *typ, TTL: ttl.seconds()}
+	if req.Content, err = contentFlag(*text, obj); err != nil {
 		return err
 	}
 	if len(refs) > 0 || len(to) > 0 {
@@ -45,16 +52,16 @@ func runSend(ctx context.Context, e *env, args []string) error {
 	return nil
 }
 
-// contentFlag turns --text or --json into a content object.
+// contentFlag turns --text or --data into a content object.
 func contentFlag(text, obj string) (json.RawMessage, error) {
 	switch {
 	case (text == "") == (obj == ""):
-		return nil, usageError{"give exactly one of --text and --json"}
+		return nil, usageError{"give exactly one of --text and --data"}
 	case text != "":
 		b, _ := json.Marshal(map[string]string{"text": text})
 		return b, nil
 	case !json.Valid([]byte(obj)):
-		return nil, usageError{"--json is not valid JSON"}
+		return nil, usageError{"--data is not valid JSON"}
 	}
 	return json.RawMessage(obj), nil
 }

@@ -65,6 +65,9 @@ func runTrust(ctx context.Context, e *env, args []string) error {
 		if *asJSON {
 			return printJSON(e.stdout, list)
 		}
+		if len(list.Peers) == 0 {
+			e.empty("no trusted peers (weft trust add PEER)")
+		}
 		for _, t := range list.Peers {
 			fmt.Fprintf(e.stdout, "%s  added %s%s\n", t.Peer, t.Added.Local().Format("2006-01-02 15:04"), nameText(t.Name))
 		}

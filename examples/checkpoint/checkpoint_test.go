@@ -66,7 +66,7 @@ func TestCheckpoint(t *testing.T) {
 	t.Run("reject", func(t *testing.T) {
 		out := filepath.Join(t.TempDir(), "approved.json")
 		p, id := b.ask(t, "reject", out, "--approver", b.human.ID)
-		b.answer(t, b.human, "reject", "--ref", id, "--json", `{"decision":"reject","comment":"not on a Friday"}`)
+		b.answer(t, b.human, "reject", "--ref", id, "--data", `{"decision":"reject","comment":"not on a Friday"}`)
 		if code := exitCode(t, p.Wait(30*time.Second)); code != exitRejected {
 			t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, exitRejected, p.Stdout, p.Stderr)
 		}
@@ -86,9 +86,9 @@ func TestCheckpoint(t *testing.T) {
 			args []string
 			why  string
 		}{
-			{b.agent, []string{"--ref", id, "--json", `{"decision":"approve"}`}, "not an approver"},
-			{b.human, []string{"--json", `{"decision":"approve"}`}, "it does not reference this request"},
-			{b.human, []string{"--ref", id, "--json", `{"decision":"maybe"}`}, `its decision is neither "approve" nor "reject"`},
+			{b.agent, []string{"--ref", id, "--data", `{"decision":"approve"}`}, "not an approver"},
+			{b.human, []string{"--data", `{"decision":"approve"}`}, "it does not reference this request"},
+			{b.human, []string{"--ref", id, "--data", `{"decision":"maybe"}`}, `its decision is neither "approve" nor "reject"`},
 		}
 		for _, ig := range ignored {
 			rid := b.answer(t, ig.from, "approvers", ig.args...)
@@ -98,7 +98,7 @@ func TestCheckpoint(t *testing.T) {
 			t.Fatalf("the agent ended on an invalid response\nstdout:\n%s\nstderr:\n%s", p.Stdout, p.Stderr)
 		}
 		noAction(t, out)
-		resp := b.answer(t, b.human, "approvers", "--ref", id, "--json", `{"decision":"approve","comment":"go"}`)
+		resp := b.answer(t, b.human, "approvers", "--ref", id, "--data", `{"decision":"approve","comment":"go"}`)
 		if code := exitCode(t, p.Wait(30*time.Second)); code != exitApproved {
 			t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, exitApproved, p.Stdout, p.Stderr)
 		}

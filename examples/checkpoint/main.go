@@ -211,7 +211,7 @@ func act(file string, req, resp api.Message, r Response) error {
 
 // answerCommand is the weft CLI command that answers request in space.
 func answerCommand(space, request, content string) string {
-	return fmt.Sprintf("weft send %s --type %s --ref %s --json %s", shellQuote(space), typeResponse, request, shellQuote(content))
+	return fmt.Sprintf("weft send %s --type %s --ref %s --data %s", shellQuote(space), typeResponse, request, shellQuote(content))
 }
 
 // shellQuote quotes s for a POSIX shell unless it needs no quoting.

@@ -235,7 +235,7 @@ func TestStream(t *testing.T) {
 		// call gets the whole text.
 		weft := a.CLI(t)
 		prompt := "one answer at once"
-		stdout, stderr, code, _ := weft.RunWithin(60*time.Second, "invoke", b.ID, "fast", "--json", `{"prompt": "`+prompt+`"}`)
+		stdout, stderr, code, _ := weft.RunWithin(60*time.Second, "invoke", b.ID, "fast", "--data", `{"prompt": "`+prompt+`"}`)
 		if code != 0 {
 			t.Fatalf("exit %d\n%s", code, stderr)
 		}
@@ -244,7 +244,7 @@ func TestStream(t *testing.T) {
 			t.Errorf("weft invoke printed %q (%v)", stdout, err)
 		}
 
-		_, stderr, code, _ = weft.RunWithin(60*time.Second, "invoke", b.ID, "fast", "--stream", "--json", `{"question": "no prompt"}`)
+		_, stderr, code, _ = weft.RunWithin(60*time.Second, "invoke", b.ID, "fast", "--stream", "--data", `{"question": "no prompt"}`)
 		if code == 0 || !strings.Contains(stderr, "input must be") {
 			t.Errorf("a call without a prompt: exit %d, stderr %q", code, stderr)
 		}

@@ -144,6 +144,11 @@ func (c *Client) sendBody(ctx context.Context, method, path string, body io.Read
 	for k, v := range hdr {
 		req.Header[k] = v
 	}
+	if c.Dial == nil {
+		if err := CheckSocketPath(c.SocketPath(), 0); err != nil {
+			return nil, err
+		}
+	}
 	resp, err := c.http().Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -182,6 +187,13 @@ func decodeError(resp *http.Response) error {
 func (c *Client) Node(ctx context.Context) (api.Node, error) {
 	var n api.Node
 	return n, c.do(ctx, http.MethodGet, "/v1/node", nil, &n)
+}
+
+// Status returns one look at the node: its identity, peers, spaces,
+// outbox, handlers, sync and uptime.
+func (c *Client) Status(ctx context.Context) (api.Status, error) {
+	var s api.Status
+	return s, c.do(ctx, http.MethodGet, "/v1/status", nil, &s)
 }
 
 // Peers lists connected peers.

@@ -48,6 +48,12 @@ func (c *Client) DeadLetters(ctx context.Context, after string, limit int) (api.
 	return out, err
 }
 
+// CancelOutgoing gives up a direct message waiting in the outbox (it
+// becomes a dead letter with reason "cancelled").
+func (c *Client) CancelOutgoing(ctx context.Context, id string) error {
+	return c.do(ctx, http.MethodDelete, "/v1/outbox/"+url.PathEscape(id), nil, nil)
+}
+
 // DeleteDeadLetter removes a dead letter.
 func (c *Client) DeleteDeadLetter(ctx context.Context, id string) error {
 	return c.do(ctx, http.MethodDelete, "/v1/deadletters/"+url.PathEscape(id), nil, nil)

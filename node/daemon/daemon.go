@@ -137,6 +137,7 @@ type Daemon struct {
 	webSrv *http.Server // and its server
 	webLn  net.Listener
 	a2a    *a2abridge.Bridge // A2A on the loopback listener
+	lock   *homeLock         // the home's lock, released by Close
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -150,17 +151,25 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if err := client.CheckSocketPath(cfg.SocketPath(), len(".new")); err != nil {
+		return nil, err
+	}
 	d := &Daemon{cfg: cfg, log: cfg.Logger, mem: newMemListener()}
 	if d.log == nil {
 		d.log = slog.New(slog.DiscardHandler)
 	}
+	if d.lock, err = lockHome(cfg.Home); err != nil {
+		return nil, err
+	}
 	if err := d.setupObs(ctx, &cfg.Config); err != nil {
 		d.shutdownTracer()
+		d.lock.release()
 		return nil, err
 	}
 	d.node, err = node.New(ctx, cfg.Config)
 	if err != nil {
 		d.shutdownTracer()
+		d.lock.release()
 		return nil, err
 	}
 	defer func() {
@@ -239,6 +248,7 @@ func (d *Daemon) Close() error {
 		}
 		d.wg.Wait()
 		err = errors.Join(d.node.Close(), d.shutdownTracer())
+		d.lock.release()
 	})
 	return err
 }

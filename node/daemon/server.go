@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"syscall"
 	"time"
 
 	"golang.org/x/net/netutil"
@@ -47,11 +46,10 @@ func (d *Daemon) newServer(ctx context.Context, h http.Handler) *http.Server {
 // listener's backlog.
 func (d *Daemon) limitConns(ln net.Listener) net.Listener {
 	n := d.cfg.maxConns()
-	var lim syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil && lim.Cur/4 < uint64(n) {
+	if cur, ok := fdLimit(); ok && cur/4 < uint64(n) {
 		d.log.Warn("api: fewer connections than configured, for lack of file descriptors (raise ulimit -n)",
-			"max_conns", n, "fd_limit", lim.Cur, "using", max(lim.Cur/4, 1))
-		n = int(max(lim.Cur/4, 1))
+			"max_conns", n, "fd_limit", cur, "using", max(cur/4, 1))
+		n = int(max(cur/4, 1))
 	}
 	return netutil.LimitListener(ln, n)
 }

@@ -78,6 +78,9 @@ func (f *fake) Info() node.Info {
 	a, _ := ma.NewMultiaddr("/ip4/127.0.0.1/tcp/4001/p2p/" + f.id.String())
 	return node.Info{ID: f.id, Addrs: []ma.Multiaddr{a}, Version: "test", Reachability: "unknown"}
 }
+func (f *fake) Status() (node.Status, error) {
+	return node.Status{Info: f.Info(), Started: time.Now().Add(-time.Minute), Peers: f.Peers(), Spaces: []node.Space{f.space()}, Handlers: []string{"echo"}}, f.fail()
+}
 func (f *fake) Peers() []mesh.PeerInfo { return []mesh.PeerInfo{{ID: f.id, Direction: "inbound"}} }
 func (f *fake) Connect(ctx context.Context, addr ma.Multiaddr) (peer.ID, error) {
 	return f.id, f.fail()
@@ -180,6 +183,7 @@ func (f *fake) Outbox(to string, limit int) ([]store.Outgoing, error) { return n
 func (f *fake) DeadLetters(after store.Cursor, limit int) ([]store.DeadLetter, store.Cursor, error) {
 	return nil, after, f.fail()
 }
+func (f *fake) CancelOutgoing(id protocol.ID) error { return f.fail() }
 func (f *fake) DeleteDeadLetter(id protocol.ID) error {
 	return &node.Error{Code: api.CodeNotFound, Msg: "no dead letter"}
 }

@@ -44,6 +44,7 @@ const (
 type Backend interface {
 	Config() node.Config
 	Info() node.Info
+	Status() (node.Status, error)
 	Peers() []mesh.PeerInfo
 	Connect(ctx context.Context, addr ma.Multiaddr) (peer.ID, error)
 
@@ -66,6 +67,7 @@ type Backend interface {
 	Outbox(to string, limit int) ([]store.Outgoing, error)
 	DeadLetters(after store.Cursor, limit int) ([]store.DeadLetter, store.Cursor, error)
 	DeleteDeadLetter(id protocol.ID) error
+	CancelOutgoing(id protocol.ID) error
 
 	RegisterHandler(spec node.HandlerSpec) (Handler, error)
 	CallIsStream(id string) (bool, error)
@@ -157,6 +159,7 @@ func New(b Backend, mcpPath string, mcp http.Handler, opts ...Option) *API {
 		h       http.HandlerFunc
 	}{
 		{"GET /v1/node", a.node},
+		{"GET /v1/status", a.status},
 		{"GET /v1/peers", a.peers},
 		{"POST /v1/peers", a.connect},
 		{"GET /v1/spaces", a.spaces},
@@ -174,6 +177,7 @@ func New(b Backend, mcpPath string, mcp http.Handler, opts ...Option) *API {
 		{"GET /v1/inbox", a.inbox},
 		{"GET /v1/inbox/events", a.inboxEvents},
 		{"GET /v1/outbox", a.outbox},
+		{"DELETE /v1/outbox/{id}", a.cancelOutgoing},
 		{"GET /v1/deadletters", a.deadLetters},
 		{"DELETE /v1/deadletters/{id}", a.deleteDeadLetter},
 		{"POST /v1/handlers", a.register},

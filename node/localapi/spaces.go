@@ -9,6 +9,8 @@ import (
 
 	ma "github.com/multiformats/go-multiaddr"
 
+	"github.com/weftmesh/weft/mesh"
+
 	"github.com/weftmesh/weft/node"
 	"github.com/weftmesh/weft/protocol"
 	"github.com/weftmesh/weft/protocol/api"
@@ -16,30 +18,60 @@ import (
 )
 
 func (a *API) node(w http.ResponseWriter, r *http.Request) {
-	info := a.b.Info()
+	out := apiNode(a.b.Info())
+	if a.webURL != nil {
+		out.Web = a.webURL()
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func apiNode(info node.Info) api.Node {
 	out := api.Node{ID: info.ID.String(), Version: info.Version, Home: info.Home, Addrs: []string{}, Reachability: info.Reachability,
 		Sync: &api.SyncState{Active: info.Syncing, Sessions: info.SyncSessions}}
 	if !info.Started.IsZero() {
 		out.StartedAt, out.UptimeS = info.Started.UTC(), int64(time.Since(info.Started)/time.Second)
 	}
-	if a.webURL != nil {
-		out.Web = a.webURL()
-	}
 	for _, ad := range info.Addrs {
 		out.Addrs = append(out.Addrs, ad.String())
 	}
-	writeJSON(w, http.StatusOK, out)
+	return out
 }
 
 func (a *API) peers(w http.ResponseWriter, r *http.Request) {
-	out := api.Peers{Peers: []api.Peer{}}
-	for _, p := range a.b.Peers() {
+	writeJSON(w, http.StatusOK, api.Peers{Peers: apiPeers(a.b.Peers())})
+}
+
+func apiPeers(peers []mesh.PeerInfo) []api.Peer {
+	out := []api.Peer{}
+	for _, p := range peers {
 		ap := api.Peer{ID: p.ID.String(), Direction: p.Direction, Relayed: p.Relayed, Addrs: []string{},
 			RTTMillis: float64(p.RTT.Microseconds()) / 1000}
 		for _, ad := range p.Addrs {
 			ap.Addrs = append(ap.Addrs, ad.String())
 		}
-		out.Peers = append(out.Peers, ap)
+		out = append(out, ap)
+	}
+	return out
+}
+
+func (a *API) status(w http.ResponseWriter, r *http.Request) {
+	st, err := a.b.Status()
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	out := api.Status{
+		Node:          apiNode(st.Info),
+		StartedAt:     st.Started.UTC(),
+		UptimeSeconds: int64(time.Since(st.Started) / time.Second),
+		Peers:         apiPeers(st.Peers),
+		Spaces:        make([]api.Space, 0, len(st.Spaces)),
+		Outbox:        st.Outbox,
+		Handlers:      append([]string{}, st.Handlers...),
+		Sync:          api.SyncStatus{Active: st.Syncing, Received: st.Synced},
+	}
+	for _, sp := range st.Spaces {
+		out.Spaces = append(out.Spaces, apiSpace(sp))
 	}
 	writeJSON(w, http.StatusOK, out)
 }

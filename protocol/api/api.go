@@ -228,3 +228,24 @@ const (
 	CodeQuotaExceeded = "quota_exceeded"
 	CodeRateLimited   = "rate_limited"
 )
+
+// Status is the answer of GET /v1/status (weft status): the node, its
+// peers and spaces, and what it does.
+type Status struct {
+	Node
+	StartedAt     time.Time `json:"started_at"`
+	UptimeSeconds int64     `json:"uptime_seconds"`
+	Peers         []Peer    `json:"peers"`
+	Spaces        []Space   `json:"spaces"`
+	// Outbox is how many direct messages wait for delivery.
+	Outbox int `json:"outbox"`
+	// Handlers are the names the node's agents serve calls to.
+	Handlers []string   `json:"handlers"`
+	Sync     SyncStatus `json:"sync"`
+}
+
+// SyncStatus is what history sync is doing.
+type SyncStatus struct {
+	Active   bool `json:"active"`   // a sync with a peer runs now
+	Received int  `json:"received"` // messages sync fetched since the node started
+}
