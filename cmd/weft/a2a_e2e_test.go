@@ -225,8 +225,11 @@ func TestA2ACLI(t *testing.T) {
 	var states []any
 	for _, ev := range events {
 		if a := ev["artifactUpdate"]; a != nil && jpath(a, "artifact.artifactId") == "weft-deltas" {
-			b, _ := json.Marshal(jpath(a, "artifact.parts"))
-			deltas = append(deltas, string(b))
+			parts, _ := jpath(a, "artifact.parts").([]any)
+			for _, p := range parts {
+				b, _ := json.Marshal(p)
+				deltas = append(deltas, string(b))
+			}
 		}
 		if s := jpath(ev, "statusUpdate.status.state"); s != nil {
 			states = append(states, s)
@@ -234,7 +237,7 @@ func TestA2ACLI(t *testing.T) {
 	}
 	want := []string{}
 	for i := range 5 {
-		want = append(want, fmt.Sprintf(`[{"data":{"n":%d}}]`, i))
+		want = append(want, fmt.Sprintf(`{"data":{"n":%d}}`, i))
 	}
 	if strings.Join(deltas, ",") != strings.Join(want, ",") {
 		t.Fatalf("stream deltas %v, want %v (events %v)", deltas, want, events)
