@@ -345,7 +345,6 @@ func TestA2ACLI(t *testing.T) {
 	}
 }
 
-
 // TestA2AServeBridged: `a2a serve --echo` (the official CLI's A2A
 // server) bridged onto the mesh by `weft handle echo-a2a --a2a URL` on one
 // daemon is invoked from a third daemon: unary and streamed with `weft
