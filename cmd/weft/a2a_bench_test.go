@@ -27,9 +27,10 @@ import (
 // to A's loopback listener, JSON-RPC); and the a2a-go client to an A2A
 // server directly (`a2a serve --echo --transport jsonrpc`). It also
 // measures stream frames/s through the A2A path (SendStreamingMessage of
-// a call with 1,000 deltas). Each reports p50 and p99 (µs).
+// calls with 100, 1,000 and 10,000 deltas). The round trips report p50 and p99 (µs).
 //
-//	go test -run XXX -bench A2ARoundTrip -benchtime 2000x ./cmd/weft
+//	go test -run XXX -bench 'A2ARoundTrip/(weft|a2a-via|a2a-go)' -benchtime 2000x ./cmd/weft
+//	go test -run XXX -bench 'A2ARoundTrip/a2a-stream' -benchtime 5x ./cmd/weft
 func BenchmarkA2ARoundTrip(b *testing.B) {
 	a2aBin := a2aCLIForBench(b)
 	da := testbed.Start(b)
@@ -132,21 +133,29 @@ func BenchmarkA2ARoundTrip(b *testing.B) {
 			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
 		})
 	}
-	b.Run("a2a-stream-1000-deltas", func(b *testing.B) {
-		frames := 0
-		start := time.Now()
-		for range b.N {
-			for ev, err := range streamer.SendStreamingMessage(actx, &a2a.SendMessageRequest{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewDataPart(1000))}) {
-				if err != nil {
-					b.Fatal(err)
-				}
-				if _, ok := ev.(*a2a.TaskArtifactUpdateEvent); ok {
-					frames++
+	// A2A streams: a2a-go's task manager copies the whole task (gob) at
+	// every event, so a stream's cost grows with the square of its length:
+	// measured at two lengths.
+	for _, n := range []int{100, 1000, 10000} {
+		b.Run(fmt.Sprintf("a2a-stream-%d-deltas", n), func(b *testing.B) {
+			frames := 0
+			start := time.Now()
+			for range b.N {
+				for ev, err := range streamer.SendStreamingMessage(actx, &a2a.SendMessageRequest{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewDataPart(n))}) {
+					if err != nil {
+						b.Fatal(err)
+					}
+					if a, ok := ev.(*a2a.TaskArtifactUpdateEvent); ok && a.Artifact.ID == "weft-deltas" {
+						frames += len(a.Artifact.Parts)
+					}
 				}
 			}
-		}
-		b.ReportMetric(float64(frames)/time.Since(start).Seconds(), "frames/s")
-	})
+			if frames < b.N*n {
+				b.Fatalf("%d deltas for %d streams of %d", frames, b.N, n)
+			}
+			b.ReportMetric(float64(frames)/time.Since(start).Seconds(), "frames/s")
+		})
+	}
 }
 
 // a2aClient resolves the card at url (with auth) and makes an a2a-go client.

@@ -194,6 +194,23 @@ func TestA2ACLI(t *testing.T) {
 		t.Fatalf("weft a2a: %+v", ag)
 	}
 
+	// Bad input: a clear error, nothing else happens.
+	for _, bad := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"a2a"}, 2, "give a PEER"},
+		{[]string{"a2a", db.ID, "--capability", "echo"}, 2, "give a PEER"},
+		{[]string{"a2a", "not-a-peer"}, 1, "not a peer ID"},
+		{[]string{"a2a", db.ID, "--skill", "nope"}, 1, "does not offer"},
+		{[]string{"a2a", "--capability", "nobody-offers-this"}, 1, "no peer offers"},
+	} {
+		if _, errs, code := da.CLI(t).Run(bad.args...); code != bad.code || !strings.Contains(errs, bad.msg) {
+			t.Errorf("weft %v: exit %d, %q; want exit %d and %q", bad.args, code, errs, bad.code, bad.msg)
+		}
+	}
+
 	// No token, a wrong token: refused.
 	if out, errs, err := a2aTry(a2a, "discover", ag.URL); err == nil || !strings.Contains(errs+out, "401") {
 		t.Fatalf("discover without the token: err %v, %s %s", err, out, errs)
@@ -225,8 +242,11 @@ func TestA2ACLI(t *testing.T) {
 	var states []any
 	for _, ev := range events {
 		if a := ev["artifactUpdate"]; a != nil && jpath(a, "artifact.artifactId") == "weft-deltas" {
-			b, _ := json.Marshal(jpath(a, "artifact.parts"))
-			deltas = append(deltas, string(b))
+			parts, _ := jpath(a, "artifact.parts").([]any)
+			for _, p := range parts {
+				b, _ := json.Marshal(p)
+				deltas = append(deltas, string(b))
+			}
 		}
 		if s := jpath(ev, "statusUpdate.status.state"); s != nil {
 			states = append(states, s)
@@ -234,7 +254,7 @@ func TestA2ACLI(t *testing.T) {
 	}
 	want := []string{}
 	for i := range 5 {
-		want = append(want, fmt.Sprintf(`[{"data":{"n":%d}}]`, i))
+		want = append(want, fmt.Sprintf(`{"data":{"n":%d}}`, i))
 	}
 	if strings.Join(deltas, ",") != strings.Join(want, ",") {
 		t.Fatalf("stream deltas %v, want %v (events %v)", deltas, want, events)

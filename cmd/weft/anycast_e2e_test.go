@@ -198,3 +198,19 @@ func TestInvokeByCapability(t *testing.T) {
 	}
 	t.Logf("none left: %s", strings.TrimSpace(errs))
 }
+
+// TestInvokeCapabilityUsage: a call by capability named wrongly is a usage
+// error, before any daemon is asked.
+func TestInvokeCapabilityUsage(t *testing.T) {
+	c := testbed.NewCLI(t)
+	for _, args := range [][]string{
+		{"invoke", "--capability"},
+		{"invoke", "--capability", ""},
+		{"invoke", "--capability", "work", "12D3KooWGRUVh5nWUfQ1UhCF5A2ojYUJ4DqYyhZ3WmcWqpbbPEKY", "work"},
+		{"invoke", "--capability", "work", "--json", "{"},
+	} {
+		if _, errs, code := c.Run(args...); code != 2 || !strings.Contains(errs, "usage: weft invoke") {
+			t.Errorf("weft %v: exit %d, %q; want a usage error", args, code, errs)
+		}
+	}
+}

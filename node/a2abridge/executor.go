@@ -14,6 +14,9 @@ import (
 	"github.com/weftmesh/weft/protocol"
 )
 
+// maxBatch bounds the deltas one artifact update carries.
+const maxBatch = 256
+
 // executor runs the tasks of one agent the bridge serves: each message is
 // a weft call to the agent's peer (or, for a capability, to whichever
 // peer offers it).
@@ -155,22 +158,43 @@ func (e *executor) stream(ctx context.Context, ec *a2asrv.ExecutorContext, inv n
 	}
 	defer cs.Close() // before the end, this cancels the call: the handler sees it
 	first := true
+	var next *protocol.CallFrame // a frame read while batching deltas
 	for {
-		f, err := cs.Next()
-		if err == io.EOF || ctx.Err() != nil {
+		var f protocol.CallFrame
+		var err error
+		if next != nil {
+			f, next = *next, nil
+		} else if f, err = cs.Next(); err == io.EOF || ctx.Err() != nil {
 			return
 		}
 		if err != nil {
 			yield(Failure(ec, callError(err), peerText(from)), nil)
 			return
 		}
-		for _, ev := range Events(ec, f, peerText(from), first) {
+		evs := Events(ec, f, peerText(from), first)
+		if f.Kind == protocol.FrameDelta {
+			first = false
+			// Deltas already here go out as one artifact update (its parts
+			// the deltas, in order): every A2A event costs a copy of the
+			// whole task in a2a-go.
+			ev := evs[0].(*a2a.TaskArtifactUpdateEvent)
+			for n := 1; n < maxBatch && cs.Buffered(); n++ {
+				g, err := cs.Next()
+				if err != nil {
+					break
+				}
+				if g.Kind != protocol.FrameDelta {
+					next = &g
+					break
+				}
+				ev.Artifact.Parts = append(ev.Artifact.Parts, partsOrEmpty(g.Data)...)
+				ev.Metadata[MetaLastSeq] = g.Seq
+			}
+		}
+		for _, ev := range evs {
 			if !yield(ev, nil) {
 				return
 			}
-		}
-		if f.Kind == protocol.FrameDelta {
-			first = false
 		}
 	}
 }

@@ -27,8 +27,11 @@ const (
 	MetaPeer = "weft.peer"
 	// MetaCode (on a failed status) is the weft error code.
 	MetaCode = "weft.code"
-	// MetaSeq (on an artifact update) is the delta's frame seq.
-	MetaSeq = "weft.seq"
+	// MetaSeq (on an artifact update) is the delta's frame seq; when the
+	// update carries several deltas (one part each), MetaLastSeq is the
+	// last one's.
+	MetaSeq     = "weft.seq"
+	MetaLastSeq = "weft.last_seq"
 )
 
 // Artifact IDs of a task's answer: the stream's deltas are chunks of one
