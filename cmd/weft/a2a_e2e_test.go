@@ -384,11 +384,11 @@ func TestA2AServeBridged(t *testing.T) {
 		return strings.Contains(out, "echo agent"), out
 	})
 
-	out, errs, code := cc.Run("invoke", b.ID, "echo-a2a", "--json", `"hello over the mesh"`)
+	out, errs, code := cc.Run("invoke", b.ID, "echo-a2a", "--data", `"hello over the mesh"`)
 	if code != 0 || strings.TrimSpace(out) != `"hello over the mesh"` {
 		t.Fatalf("invoke: exit %d, stdout %q, stderr %q", code, out, errs)
 	}
-	out, errs, code = cc.Run("invoke", b.ID, "echo-a2a", "--stream", "--frames", "--json", `"streamed"`)
+	out, errs, code = cc.Run("invoke", b.ID, "echo-a2a", "--stream", "--frames", "--data", `"streamed"`)
 	frames := jsonLines[api.Frame](t, out)
 	if code != 0 || len(frames) < 3 || frames[0].Kind != "started" || frames[1].Kind != "delta" || string(frames[1].Data) != `"streamed"` || frames[len(frames)-1].Kind != "final" {
 		t.Fatalf("invoke --stream: exit %d, frames %q, stderr %q", code, out, errs)

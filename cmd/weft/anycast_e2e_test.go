@@ -128,7 +128,7 @@ func TestInvokeByCapability(t *testing.T) {
 	t.Logf("with %s loaded: %v", ds[2].ID, by)
 
 	// The CLI says which peer answered.
-	out, errs, code := ds[0].CLI(t).Run("invoke", "--capability", "work", "--json", `"y"`)
+	out, errs, code := ds[0].CLI(t).Run("invoke", "--capability", "work", "--data", `"y"`)
 	if code != 0 || !strings.Contains(errs, "answered by 12D3") || !strings.Contains(out, "12D3") {
 		t.Fatalf("weft invoke --capability: exit %d, stdout %q, stderr %q", code, out, errs)
 	}

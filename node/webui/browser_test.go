@@ -284,7 +284,7 @@ func TestBrowser(t *testing.T) {
 	b.Start("handle", "summarize", "--exec", "cat", "--allow", "anyone", "--description", "summarizes text")
 	run(t, ctx, "calls tab", chromedp.Click(chromedp.CSS(`#tabs button[data-tab="calls"]`)))
 	waitText(t, ctx, "#handlers", "slow")
-	call := b.Start("invoke", ds[0].ID, "slow", "--json", `{"n":1}`)
+	call := b.Start("invoke", ds[0].ID, "slow", "--data", `{"n":1}`)
 	waitText(t, ctx, "#serving", "slow")
 	waitText(t, ctx, "#serving", "bob")
 	screenshot(t, ctx, "ui-calls")
