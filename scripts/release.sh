@@ -25,7 +25,8 @@ out="$(cd "$out" && pwd)"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
-for target in linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 windows/arm64; do
+# RELEASE_TARGETS (GOOS/GOARCH, space-separated) narrows the set.
+for target in ${RELEASE_TARGETS:-linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 windows/arm64}; do
 	goos="${target%/*}" goarch="${target#*/}"
 	name="weft_${version}_${goos}_${goarch}"
 	dir="$work/$name"
