@@ -186,6 +186,9 @@ func (n *Node) startMesh(ctx context.Context) (err error) {
 		return err
 	}
 	for _, sp := range spaces {
+		if n.unusable(sp) { // private.go
+			continue
+		}
 		n.limits.set(sp.ID, sp.Limits)
 		if err := n.mesh.JoinSpace(sp.ID, spaceSink{n}); err != nil {
 			return fmt.Errorf("rejoin space %s: %w", sp.Name, err)

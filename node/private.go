@@ -133,7 +133,9 @@ func (n *Node) configurePrivate(mc *mesh.Config) error {
 			continue
 		}
 		if err := n.loadPrivate(sp); err != nil {
-			return fmt.Errorf("private space %s: %w", sp.Name, err)
+			// Without its genesis no message of it can be checked: the
+			// space is not rejoined (see startMesh), the node still starts.
+			n.log.Error("private space cannot be rebuilt; not rejoined", "space", sp.ID, "name", sp.Name, "err", err)
 		}
 	}
 	mc.SpaceAccess = n.spaceAccess
@@ -185,6 +187,13 @@ func (n *Node) loadPrivate(sp store.Space) error {
 	s.current.Store(&st)
 	n.private.set(s)
 	return nil
+}
+
+// unusable reports whether sp is a private space whose membership could
+// not be rebuilt: it must not be rejoined, or its messages would go
+// unchecked.
+func (n *Node) unusable(sp store.Space) bool {
+	return sp.Private != nil && n.private.get(sp.ID) == nil
 }
 
 // privateError turns an auth refusal into the error this node's agents
