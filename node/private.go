@@ -165,23 +165,36 @@ func (n *Node) loadPrivate(sp store.Space) error {
 		return err
 	}
 	var after store.Cursor
+	var later []*protocol.Message // stored before a parent (not by this code)
 	for {
 		page, next, err := n.Read(sp.ID, after, 1000)
 		if err != nil {
 			return err
 		}
 		for _, m := range page {
-			if s.graph.Has(m.ID) {
-				continue
-			}
-			if err := s.graph.Add(m.Message); err != nil {
-				n.log.Warn("private space: stored message without its parents", "space", sp.ID, "id", m.ID, "err", err)
+			if !s.graph.Has(m.ID) && s.graph.Add(m.Message) != nil {
+				later = append(later, m.Message)
 			}
 		}
 		if len(page) == 0 || next == after {
 			break
 		}
 		after = next
+	}
+	for progress := true; progress && len(later) > 0; {
+		progress = false
+		rest := later[:0]
+		for _, m := range later {
+			if s.graph.Add(m) == nil {
+				progress = true
+			} else {
+				rest = append(rest, m)
+			}
+		}
+		later = rest
+	}
+	if len(later) > 0 {
+		n.log.Warn("private space: stored messages without their parents", "space", sp.ID, "count", len(later))
 	}
 	st := s.graph.Current()
 	s.current.Store(&st)
