@@ -69,6 +69,7 @@ type privSpace struct {
 	name    string
 	genesis member.Genesis
 	current atomic.Pointer[member.State] // membership after every message held
+	removed atomic.Bool                  // this node was told of its removal (see presentedJoin)
 	// contacts are the members a joiner met through its invite: taken
 	// part with before this node has the history that makes them members.
 	contacts sync.Map // peer.ID → true
@@ -227,6 +228,9 @@ func (n *Node) admitPrivate(m *protocol.Message) error {
 	s := n.private.get(m.Space)
 	if s == nil {
 		return nil
+	}
+	if s.removed.Load() && m.Sender() == n.mesh.ID() {
+		return privateError(m, fmt.Errorf("%w: this node was removed from the space", member.ErrUnauthorized))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -660,9 +664,19 @@ func (n *Node) presentedJoin(ctx context.Context, from peer.ID, wire []byte) err
 		return errorf(api.CodeNotMember, "this node is not in space %s", m.Space)
 	}
 	if c.Op == member.OpRemove && target == n.mesh.ID() {
-		// This node's own removal, from the member that removed it.
-		_, _, err := n.ingestPrivate(ctx, s, m, "mesh")
-		return err
+		// This node's own removal, from the member that removed it. If it
+		// must wait for parents this node can no longer sync (no member
+		// syncs with it now), this node still stops posting when the
+		// remover outranks it in what it knows: a local view only, every
+		// other node decides by the rules.
+		if _, _, err := n.ingestPrivate(ctx, s, m, "mesh"); err != nil {
+			return err
+		}
+		st := s.current.Load()
+		if !s.has(m.ID) && st.Role(m.Sender()).Power() > st.Role(target).Power() && st.Role(m.Sender()).Power() >= member.Admin.Power() {
+			s.removed.Store(true)
+		}
+		return nil
 	}
 	if c.Op != member.OpJoin {
 		return errorf(api.CodeNotMember, "only a join, or the removal of this node, may be presented")
@@ -700,7 +714,11 @@ func (n *Node) Members(ref string) (Space, []Member, error) {
 	if err != nil {
 		return Space{}, nil, err
 	}
-	return sp, s.current.Load().Members(), nil
+	ms := s.current.Load().Members()
+	if s.removed.Load() {
+		ms = slices.DeleteFunc(ms, func(e Member) bool { return e.Peer == n.mesh.ID() })
+	}
+	return sp, ms, nil
 }
 
 // Remove removes a member of a private space (this node must be an admin
