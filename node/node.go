@@ -199,6 +199,9 @@ func (n *Node) startMesh(ctx context.Context) (err error) {
 		return err
 	}
 	for _, sp := range spaces {
+		if n.unusable(sp) { // private.go
+			continue
+		}
 		n.limits.set(sp.ID, sp.Limits)
 		cfg.Metrics.SpaceJoined(sp.ID.String(), sp.Name)
 		if err := n.mesh.JoinSpace(sp.ID, spaceSink{n}); err != nil {

@@ -69,6 +69,7 @@ type privSpace struct {
 	name    string
 	genesis member.Genesis
 	current atomic.Pointer[member.State] // membership after every message held
+	removed atomic.Bool                  // this node was told of its removal (see presentedJoin)
 	// contacts are the members a joiner met through its invite: taken
 	// part with before this node has the history that makes them members.
 	contacts sync.Map // peer.ID → true
@@ -133,7 +134,9 @@ func (n *Node) configurePrivate(mc *mesh.Config) error {
 			continue
 		}
 		if err := n.loadPrivate(sp); err != nil {
-			return fmt.Errorf("private space %s: %w", sp.Name, err)
+			// Without its genesis no message of it can be checked: the
+			// space is not rejoined (see startMesh), the node still starts.
+			n.log.Error("private space cannot be rebuilt; not rejoined", "space", sp.ID, "name", sp.Name, "err", err)
 		}
 	}
 	mc.SpaceAccess = n.spaceAccess
@@ -163,17 +166,15 @@ func (n *Node) loadPrivate(sp store.Space) error {
 		return err
 	}
 	var after store.Cursor
+	var later []*protocol.Message // stored before a parent (not by this code)
 	for {
 		page, next, err := n.Read(sp.ID, after, 1000)
 		if err != nil {
 			return err
 		}
 		for _, m := range page {
-			if s.graph.Has(m.ID) {
-				continue
-			}
-			if err := s.graph.Add(m.Message); err != nil {
-				n.log.Warn("private space: stored message without its parents", "space", sp.ID, "id", m.ID, "err", err)
+			if !s.graph.Has(m.ID) && s.graph.Add(m.Message) != nil {
+				later = append(later, m.Message)
 			}
 		}
 		if len(page) == 0 || next == after {
@@ -181,10 +182,32 @@ func (n *Node) loadPrivate(sp store.Space) error {
 		}
 		after = next
 	}
+	for progress := true; progress && len(later) > 0; {
+		progress = false
+		rest := later[:0]
+		for _, m := range later {
+			if s.graph.Add(m) == nil {
+				progress = true
+			} else {
+				rest = append(rest, m)
+			}
+		}
+		later = rest
+	}
+	if len(later) > 0 {
+		n.log.Warn("private space: stored messages without their parents", "space", sp.ID, "count", len(later))
+	}
 	st := s.graph.Current()
 	s.current.Store(&st)
 	n.private.set(s)
 	return nil
+}
+
+// unusable reports whether sp is a private space whose membership could
+// not be rebuilt: it must not be rejoined, or its messages would go
+// unchecked.
+func (n *Node) unusable(sp store.Space) bool {
+	return sp.Private != nil && n.private.get(sp.ID) == nil
 }
 
 // privateError turns an auth refusal into the error this node's agents
@@ -205,6 +228,9 @@ func (n *Node) admitPrivate(m *protocol.Message) error {
 	s := n.private.get(m.Space)
 	if s == nil {
 		return nil
+	}
+	if s.removed.Load() && m.Sender() == n.mesh.ID() {
+		return privateError(m, fmt.Errorf("%w: this node was removed from the space", member.ErrUnauthorized))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -638,9 +664,19 @@ func (n *Node) presentedJoin(ctx context.Context, from peer.ID, wire []byte) err
 		return errorf(api.CodeNotMember, "this node is not in space %s", m.Space)
 	}
 	if c.Op == member.OpRemove && target == n.mesh.ID() {
-		// This node's own removal, from the member that removed it.
-		_, _, err := n.ingestPrivate(ctx, s, m, "mesh")
-		return err
+		// This node's own removal, from the member that removed it. If it
+		// must wait for parents this node can no longer sync (no member
+		// syncs with it now), this node still stops posting when the
+		// remover outranks it in what it knows: a local view only, every
+		// other node decides by the rules.
+		if _, _, err := n.ingestPrivate(ctx, s, m, "mesh"); err != nil {
+			return err
+		}
+		st := s.current.Load()
+		if !s.has(m.ID) && st.Role(m.Sender()).Power() > st.Role(target).Power() && st.Role(m.Sender()).Power() >= member.Admin.Power() {
+			s.removed.Store(true)
+		}
+		return nil
 	}
 	if c.Op != member.OpJoin {
 		return errorf(api.CodeNotMember, "only a join, or the removal of this node, may be presented")
@@ -678,7 +714,11 @@ func (n *Node) Members(ref string) (Space, []Member, error) {
 	if err != nil {
 		return Space{}, nil, err
 	}
-	return sp, s.current.Load().Members(), nil
+	ms := s.current.Load().Members()
+	if s.removed.Load() {
+		ms = slices.DeleteFunc(ms, func(e Member) bool { return e.Peer == n.mesh.ID() })
+	}
+	return sp, ms, nil
 }
 
 // Remove removes a member of a private space (this node must be an admin

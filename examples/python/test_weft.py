@@ -194,6 +194,22 @@ class SpaceTest(DaemonTest):
         self.assertEqual(self.b.node()["id"], self.id_b)
         poll(lambda: any(p["id"] == self.id_b for p in self.a.peers()), "A connected to B")
 
+    def test_private_space(self) -> None:
+        name = unique("py private")
+        sp = self.a.create(name)
+        self.assertTrue(sp["private"])
+        self.assertWeftError(422, "bad_invite", self.b.join_invite, "weft-invite1.nope")
+        token = self.a.invite(name, peer=self.id_b, expires="1h")
+        joined = self.b.join_invite(token)
+        self.assertEqual(joined["id"], sp["id"])
+        roles = {m["peer"]: m["role"] for m in self.b.members(sp["id"])}
+        self.assertEqual(roles, {self.id_a: "owner", self.id_b: "member"})
+        sent = self.b.send(name, {"text": "from python"})
+        poll(lambda: any(m["id"] == sent["id"] for m in self.a.read(sp["id"])[0]), "B's message on A")
+        self.a.remove(name, self.id_b)
+        poll(lambda: self.id_b not in {m["peer"] for m in self.b.members(name)}, "B to learn of its removal")
+        self.assertWeftError(403, "not_member", self.b.send, name, {"text": "after"})
+
     def test_join_send_read_follow(self) -> None:
         space = unique("py test ?#%& \u00fc")  # every character here needs escaping in a path
         joined = self.a.join(space)

@@ -498,6 +498,37 @@ class Client:
         """The joined spaces."""
         return self.request("GET", "/v1/spaces")["spaces"]
 
+    # -- private spaces -------------------------------------------------
+
+    def create(self, name: str) -> Dict[str, Any]:
+        """Creates a private (members-only) space owned by this node and returns it."""
+        return self.request("POST", "/v1/private", {"name": name})
+
+    def invite(self, space: str, peer: Optional[str] = None, role: str = "member",
+               expires: Optional[str] = None) -> str:
+        """Returns an invite token to a private space: for ``peer`` only, or for any holder.
+
+        role is ``"member"`` or ``"admin"``; expires is a Go duration such as ``"24h"`` (the default).
+        """
+        body = {"role": role}  # type: Dict[str, Any]
+        if peer:
+            body["peer"] = peer
+        if expires:
+            body["expires"] = expires
+        return self.request("POST", "/v1/spaces/" + _q(space) + "/invites", body)["token"]
+
+    def join_invite(self, token: str) -> Dict[str, Any]:
+        """Joins a private space by an invite token and returns it (its history is in)."""
+        return self.request("POST", "/v1/join", {"invite": token})
+
+    def members(self, space: str) -> List[Dict[str, Any]]:
+        """The members of a private space: ``[{"peer": ID, "role": "owner"|"admin"|"member"}]``."""
+        return self.request("GET", "/v1/spaces/" + _q(space) + "/members")["members"]
+
+    def remove(self, space: str, peer: str) -> Dict[str, Any]:
+        """Removes a member of a private space; returns the removal message."""
+        return self.request("DELETE", "/v1/spaces/" + _q(space) + "/members/" + _q(peer))
+
     def space(self, space: str) -> Dict[str, Any]:
         """One joined space, by name or ID."""
         return self.request("GET", "/v1/spaces/" + _q(space))
