@@ -24,7 +24,9 @@ func TestPrivateConcurrent(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, p := range []struct {
-		c  interface{ JoinInvite(context.Context, string) (api.Space, error) }
+		c interface {
+			JoinInvite(context.Context, string) (api.Space, error)
+		}
 		id string
 	}{{cb, b.ID().String()}, {cx, x.ID().String()}} {
 		inv, err := ca.Invite(ctx, "team", api.InviteRequest{Peer: p.id})
