@@ -55,9 +55,6 @@ type Mesh struct {
 	history   reconcile.Store
 	syncEvery time.Duration
 
-	spreadMu sync.Mutex
-	spreadAt map[protocol.ID]time.Time // when each space last spread (see spread)
-
 	cancel context.CancelFunc // stops everything started in New
 	done   <-chan struct{}    // closed by cancel
 	wg     sync.WaitGroup
@@ -114,7 +111,6 @@ func New(ctx context.Context, key crypto.PrivKey, cfg Config) (_ *Mesh, err erro
 		done:      runCtx.Done(),
 		hookCh:    make(chan func(peer.ID, []ma.Multiaddr)),
 		spaces:    make(map[protocol.ID]*space),
-		spreadAt:  make(map[protocol.ID]time.Time),
 	}
 	defer func() {
 		if err != nil {
