@@ -33,22 +33,20 @@ func Tokens(size int) int { return 1 + max(size-1, 0)/TokenBytes }
 // is to blame, costs that peer gossip score (see the flood penalty
 // below): a peer that keeps going over is graylisted.
 //
-// The defaults bound strangers tightly and members loosely. Authors new
-// to the node (see Gate.Known) share 100 messages a second, burst 100, so
-// that a peer ID, which costs nothing, buys no rate of its own: that
-// shared burst is what a flooder gets stored before it is graylisted, and
-// storing it is what members' messages wait behind (at 200 the members of
-// a 3-node test mesh saw their p99 latency go from 28 ms to 250 ms for
-// the second a 1 KiB flood began, at 100 to 67 ms). A known member may
-// post 500 messages a second, after a burst of 1000, or 8 MB a second of
-// large ones: a swarm's coordinator fanning out work, or an agent
-// streaming results, is not throttled (at the old 50 a second, burst 200,
-// a node paced its own agents' posts to ~40 a second per space). A peer
-// relays what every author it hears sends, so its own bound is well above
-// one author's: 2000 a second, burst 4000. A node paces its own agents'
-// posts below the author rate (see node.Config.Rates), so that honest
-// nodes are never penalised for them. A member that floods beyond its
-// rate is penalised and graylisted like a stranger, only later.
+// The defaults are generous for agents, which post a few messages a
+// minute, and bursts when they hand work around: an author may post 50
+// messages a second for a while, after a burst of 200 (a swarm's
+// coordinator fanning out tasks), or 800 KB a second of large ones, after
+// 3.2 MB. Authors new to the node (see Gate.Known) share 100 a second,
+// burst 100, so that a peer ID, which costs nothing, buys no rate of its
+// own; members keep theirs. The strangers' burst is what a flooder gets
+// stored before it is graylisted, and storing it is what members' messages
+// wait behind: at 200 the members of a 3-node test mesh saw their p99
+// latency go from 28 ms to 250 ms for the second a 1 KiB flood began, at
+// 100 to 67 ms. A peer relays what every author it hears sends, so its own
+// bound is well above one author's: 500 a second, burst 1000. A node paces
+// its own agents' posts below the author rate (see node.Config.Rates), so
+// that honest nodes are never penalised for them.
 type RateLimits struct {
 	// Author bounds what one author publishes in a space.
 	Author Rate
@@ -64,9 +62,9 @@ type RateLimits struct {
 // DefaultRateLimits are the rate limits of a Config whose Rates is zero.
 func DefaultRateLimits() RateLimits {
 	return RateLimits{
-		Author:    Rate{PerSecond: 500, Burst: 1000},
+		Author:    Rate{PerSecond: 50, Burst: 200},
 		Strangers: Rate{PerSecond: 100, Burst: 100},
-		Peer:      Rate{PerSecond: 2000, Burst: 4000},
+		Peer:      Rate{PerSecond: 500, Burst: 1000},
 	}
 }
 

@@ -49,16 +49,15 @@ func TestFloodGuardPenalty(t *testing.T) {
 	g := newFloodGuard(DefaultRateLimits(), clk.Now, discard)
 	space := protocol.SpaceID("s")
 	flooder, relay := peer.ID("flooder"), peer.ID("relay")
-	burst := DefaultRateLimits().Author.Burst
 
 	accepted := 0
-	for range burst + 5 {
+	for range 200 + 5 {
 		if g.authored(space, flooder, flooder, true, 100) == within {
 			accepted++
 		}
 	}
-	if accepted != burst {
-		t.Fatalf("%d of %d accepted at once, want the burst of %d", accepted, burst+5, burst)
+	if accepted != 200 {
+		t.Fatalf("%d of 205 accepted at once, want the burst of 200", accepted)
 	}
 	if s := g.score(flooder); s != 0 {
 		t.Errorf("score %v after 5 over the rate, want 0 (within the grace)", s)
@@ -159,8 +158,8 @@ func TestFloodGuardBytes(t *testing.T) {
 	for g.authored(sp, "big", "big", true, 64<<10) == within {
 		n++
 	}
-	if burst := DefaultRateLimits().Author.Burst; n != burst/4 {
-		t.Errorf("%d messages of 64 KiB within the burst of %d, want %d", n, burst, burst/4)
+	if n != 50 {
+		t.Errorf("%d messages of 64 KiB within the burst of 200, want 50", n)
 	}
 	if Tokens(1) != 1 || Tokens(16<<10) != 1 || Tokens(16<<10+1) != 2 || Tokens(protocol.MaxWireSize) != 65 {
 		t.Errorf("Tokens: %d %d %d %d", Tokens(1), Tokens(16<<10), Tokens(16<<10+1), Tokens(protocol.MaxWireSize))
@@ -183,12 +182,6 @@ func TestFloodGuardBounded(t *testing.T) {
 	if g.authors.Len() > maxBuckets || g.peers.Len() > maxBuckets {
 		t.Errorf("%d author and %d peer buckets, want at most %d", g.authors.Len(), g.peers.Len(), maxBuckets)
 	}
-}
-
-// gatedSink is a Sink that is also a Gate.
-type gatedSink struct {
-	*recorder
-	gateFunc
 }
 
 // gateFunc is a Gate of functions.
@@ -246,21 +239,15 @@ func TestValidatorGate(t *testing.T) {
 	}
 }
 
-// TestGossipFloodGraylisted: a raw peer, a stranger to the space, that
-// publishes its own valid messages as fast as it can is throttled to the
-// strangers' shared rate and graylisted within seconds, while a member's
-// messages still arrive.
+// TestGossipFloodGraylisted: a raw peer that publishes its own valid
+// messages as fast as it can is throttled to its rate and graylisted
+// within seconds, while a member's messages still arrive.
 func TestGossipFloodGraylisted(t *testing.T) {
 	space := protocol.SpaceID("test/flood")
 	a, _ := newTestMesh(t, Config{})
 	b, keyB := newTestMesh(t, Config{}, a)
 	sa, sb := newRecorder(), newRecorder()
-	// A knows B (a member), not the flooder.
-	gated := gatedSink{sa, gateFunc{
-		known: func(p peer.ID) bool { return p == b.ID() || p == a.ID() },
-		admit: func(*protocol.Message) error { return nil },
-	}}
-	if err := a.JoinSpace(space, gated); err != nil {
+	if err := a.JoinSpace(space, sa); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.JoinSpace(space, sb); err != nil {
@@ -314,10 +301,9 @@ func TestGossipFloodGraylisted(t *testing.T) {
 	}
 	accepted := fromRaw(sa)
 	t.Logf("flooder graylisted after %v: sent %d, A accepted %d, stats %+v", graylisted.Round(time.Millisecond), sent.Load(), accepted, a.FloodStats())
-	// The strangers' burst, their rate for the time it took, the grace
-	// and the penalty's way down: nothing like the thousands sent.
-	st := DefaultRateLimits().Strangers
-	if limit := st.Burst + int(st.PerSecond*graylisted.Seconds()) + 50; accepted > limit {
+	// The burst, the rate for the time it took, the grace and the
+	// penalty's way down: nothing like the thousands sent.
+	if limit := 200 + int(50*graylisted.Seconds()) + 50; accepted > limit {
 		t.Errorf("A accepted %d of the flooder's messages in %v, want at most %d", accepted, graylisted, limit)
 	}
 	// Graylisted, it is disconnected; nothing more gets in, and B still

@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -16,8 +17,9 @@ import (
 // parent arrives milliseconds later. Starting a sync at once for each such
 // message made a sync storm at 500 msg/s: ~150 sessions per daemon in
 // 20 s, colliding with each other ("peer busy"). So a gap waits gapDelay
-// for its parents; only those still missing then start a repair, with one
-// peer that relayed a child of theirs, and one repair per space at a time.
+// for its parents; only those still missing then start a repair, with
+// each peer that relayed a child of theirs (Trigger runs one session per
+// peer and space at a time, and this node's sessions of a space queue).
 
 // gapDelay is how long a gap waits for gossip to bring the missing parents.
 const gapDelay = 300 * time.Millisecond
@@ -67,7 +69,7 @@ func (m *Mesh) repairGap(ctx context.Context, s *space, msg *protocol.Message, f
 		case <-ctx.Done():
 			return
 		}
-		if p, ok := stillMissing(g.take(), m.history.Has); ok {
+		for _, p := range stillMissing(g.take(), m.history.Has) {
 			m.sync.Trigger(p, s.id)
 		}
 	})
@@ -97,13 +99,20 @@ func (g *gaps) take() []gapParent {
 	return pending
 }
 
-// stillMissing returns the peer to repair from: the relay of the first
-// parent that has still not arrived.
-func stillMissing(pending []gapParent, has func(protocol.ID) (bool, error)) (peer.ID, bool) {
+// stillMissing returns the peers to repair from, each once: the relays of
+// the parents that have still not arrived, in the order noted. (One of
+// them may lack the parent too: the relay of a child need not hold its
+// parent, so asking only the first left gaps open until the next
+// periodic sync.)
+func stillMissing(pending []gapParent, has func(protocol.ID) (bool, error)) []peer.ID {
+	var peers []peer.ID
 	for _, p := range pending {
+		if slices.Contains(peers, p.from) {
+			continue
+		}
 		if ok, err := has(p.id); err == nil && !ok {
-			return p.from, true
+			peers = append(peers, p.from)
 		}
 	}
-	return "", false
+	return peers
 }

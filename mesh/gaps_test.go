@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -29,12 +30,14 @@ func TestGapsCoalesce(t *testing.T) {
 		t.Fatalf("%d parents noted, want 9", len(pending))
 	}
 	arrived := func(protocol.ID) (bool, error) { return true, nil }
-	if p, ok := stillMissing(pending, arrived); ok {
-		t.Errorf("every parent arrived, yet repair from %s", p)
+	if ps := stillMissing(pending, arrived); len(ps) != 0 {
+		t.Errorf("every parent arrived, yet repair from %v", ps)
 	}
-	lacks3 := func(x protocol.ID) (bool, error) { return x != id(3) && x != id(5), nil }
-	if p, ok := stillMissing(pending, lacks3); !ok || p != "p3" {
-		t.Errorf("repair from %q %v, want p3 (the relay of the first parent still missing)", p, ok)
+	lacks := func(x protocol.ID) (bool, error) { return x != id(3) && x != id(5) && x != id(6), nil }
+	g.note([]protocol.ID{id(6)}, "p3") // a second parent relayed by p3
+	pending = append(pending, g.take()...)
+	if ps := stillMissing(pending, lacks); !slices.Equal(ps, []peer.ID{"p3", "p5", "p6"}) {
+		t.Errorf("repair from %v, want [p3 p5 p6] (each relay of a parent still missing, once)", ps)
 	}
 	if !g.note([]protocol.ID{id(1)}, "p1") {
 		t.Error("after take, a new gap did not arm the check")

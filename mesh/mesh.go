@@ -56,9 +56,6 @@ type Mesh struct {
 	syncEvery time.Duration
 	rdv       func(protocol.ID) string // Config.SpaceRendezvous
 
-	spreadMu sync.Mutex
-	spreadAt map[protocol.ID]time.Time // when each space last spread (see spread)
-
 	cancel context.CancelFunc // stops everything started in New
 	done   <-chan struct{}    // closed by cancel
 	wg     sync.WaitGroup
@@ -118,7 +115,6 @@ func New(ctx context.Context, key crypto.PrivKey, cfg Config) (_ *Mesh, err erro
 		done:      runCtx.Done(),
 		hookCh:    make(chan func(peer.ID, []ma.Multiaddr)),
 		spaces:    make(map[protocol.ID]*space),
-		spreadAt:  make(map[protocol.ID]time.Time),
 		rdv:       cfg.SpaceRendezvous,
 	}
 	defer func() {

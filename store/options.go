@@ -113,7 +113,13 @@ type badgerLogger struct{ l *slog.Logger }
 
 func (b badgerLogger) Errorf(f string, args ...any) { b.log(slog.LevelError, f, args) }
 func (b badgerLogger) Warningf(f string, args ...any) {
-	b.log(slog.LevelWarn, f, args)
+	level := slog.LevelWarn
+	if strings.Contains(f, "might be too small") || strings.HasPrefix(f, "Cache life expectancy") {
+		// Badger's advice on its cache sizes, every minute under load:
+		// the small caches are deliberate (see badgerOptions).
+		level = slog.LevelDebug
+	}
+	b.log(level, f, args)
 }
 func (badgerLogger) Infof(string, ...any)  {}
 func (badgerLogger) Debugf(string, ...any) {}

@@ -132,7 +132,7 @@ func (b *bench) start(ctx context.Context, boot ...string) (*benchDaemon, error)
 	defer log.Close()
 	// --no-rate-limits: the bench's daemons are one user's own mesh, and
 	// the gossip rate limits are for strangers. With them on, a node paces
-	// its own agents' posts to one space below the author rate (400/s by
+	// its own agents' posts to one space below the author rate (40/s by
 	// default), and the bench would measure that pacing, not the daemon.
 	args := []string{"daemon", "--home", home, "--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns", "--log-level", "warn", "--no-rate-limits"}
 	for _, a := range boot {

@@ -397,7 +397,7 @@ func TestFloodResistance(t *testing.T) {
 		}
 		_ = b1
 		if n1 > 3000 {
-			t.Errorf("daemon %d stored %d of the 1 KiB flood, want it throttled (the strangers' burst and rate, then a member's until graylisted)", i, n1)
+			t.Errorf("daemon %d stored %d of the 1 KiB flood, want it throttled (burst 200, then 50/s or less)", i, n1)
 		}
 		if b2 > senderCap {
 			t.Errorf("daemon %d stored %d bytes from the 64 KiB flooder, over its quota of %d", i, b2, senderCap)
