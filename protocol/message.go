@@ -82,6 +82,7 @@ type Message struct {
 	Sig     []byte
 	sender  peer.ID
 	wire    []byte // the wire encoding it was made or decoded from
+	sigOK   bool   // made by Sign, or its signature checked by Verify
 }
 
 // Sender returns the decoded sender.
@@ -149,6 +150,7 @@ func Sign(key crypto.PrivKey, d Draft, lim Limits) (*Message, error) {
 	}
 	m.Sig = sig
 	m.wire = m.encode()
+	m.sigOK = true
 	// The signature was just made with the sender's key; only the clock
 	// and TTL checks a receiver runs remain.
 	if err := m.checkTime(d.CreatedAt, lim); err != nil {
@@ -252,8 +254,14 @@ func (m *Message) Verify(now time.Time, lim Limits) error {
 	if err != nil || !ok {
 		return errorf(ErrBadSignature, "not signed by %s", m.From)
 	}
+	m.sigOK = true
 	return m.checkTime(now, lim)
 }
+
+// SignatureChecked reports whether m's signature is known to be good in
+// this process: m was made by Sign, or Verify checked it. A message only
+// decoded has not been checked.
+func (m *Message) SignatureChecked() bool { return m.sigOK }
 
 // checkTime checks m's clock skew, age and TTL at now.
 func (m *Message) checkTime(now time.Time, lim Limits) error {

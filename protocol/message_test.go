@@ -791,3 +791,32 @@ func TestWireKept(t *testing.T) {
 		t.Fatal("the wire of a hand-built message differs")
 	}
 }
+
+// TestSignatureChecked: only Sign and a passing Verify mark a message's
+// signature as checked; a decoded one is not, nor one that fails Verify.
+func TestSignatureChecked(t *testing.T) {
+	m := sign(t, testKey(t, 1), fullDraft(t))
+	if !m.SignatureChecked() {
+		t.Fatal("a message made by Sign is not marked checked")
+	}
+	lim := protocol.DefaultLimits()
+	d, err := protocol.Decode(m.Encode(), lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.SignatureChecked() {
+		t.Fatal("a decoded message is marked checked")
+	}
+	if err := d.Verify(d.Created(), lim); err != nil || !d.SignatureChecked() {
+		t.Fatalf("verified: %v, checked %v", err, d.SignatureChecked())
+	}
+	wire := m.Encode()
+	wire[len(wire)-1] ^= 1
+	bad, err := protocol.Decode(wire, lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bad.Verify(bad.Created(), lim); err == nil || bad.SignatureChecked() {
+		t.Fatalf("tampered: %v, checked %v", err, bad.SignatureChecked())
+	}
+}

@@ -110,20 +110,25 @@ func runConnect(ctx context.Context, e *env, args []string) error {
 }
 
 func runJoin(ctx context.Context, e *env, args []string) error {
-	if hasInviteFlag(args) {
-		return runJoinInvite(ctx, e, args) // private.go
-	}
 	fs := e.flags("join")
 	asJSON := fs.Bool("json", false, "print JSON")
+	invite := fs.String("invite", "", "join a private space by an invite token (from weft invite), instead of NAME")
 	keepCount := fs.Int("keep-count", 0, "keep only the newest N messages of the space (0: no limit)")
 	keepAge := fs.Duration("keep-age", 0, "keep only messages younger than this, e.g. 720h (0: no limit)")
 	var maxBytes, maxSender, maxMessage byteSize
 	fs.Var(&maxBytes, "max-bytes", "the space's quota: bytes it may hold, e.g. 256MiB (0: the daemon's default)")
 	fs.Var(&maxSender, "max-sender-bytes", "bytes one sender may hold in the space (0: the daemon's default)")
 	fs.Var(&maxMessage, "max-message-size", "largest message body the space takes, e.g. 64KiB (0: the daemon's default)")
-	pos, err := parse(fs, args, 1)
+	want := 1
+	if hasInviteFlag(args) {
+		want = 0
+	}
+	pos, err := parse(fs, args, want)
 	if err != nil {
 		return err
+	}
+	if want == 0 {
+		return joinInvite(ctx, e, *invite, *asJSON) // private.go
 	}
 	req := api.JoinRequest{Name: pos[0]}
 	set := flagsSet(fs)

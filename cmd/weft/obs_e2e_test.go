@@ -62,6 +62,13 @@ func (o *otlpSpans) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Write(out)
 }
 
+// String lists the spans received so far.
+func (o *otlpSpans) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return fmt.Sprint(o.spans)
+}
+
 func (o *otlpSpans) find(instance, trace, name string) (span, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -121,7 +128,7 @@ func TestObservabilityE2E(t *testing.T) {
 		var ok1, ok2 bool
 		cs, ok1 = rcv.find(aID, trace, "invoke_agent env")
 		ss, ok2 = rcv.find(bID, trace, "invoke_agent env")
-		return ok1 && ok2, fmt.Sprint(rcv.spans)
+		return ok1 && ok2, rcv.String()
 	})
 	if cs.parent != agentSpan || ss.parent != cs.id {
 		t.Errorf("a's client span %+v (want parent %s), b's server span %+v (want parent a's)", cs, agentSpan, ss)

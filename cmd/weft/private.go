@@ -24,21 +24,16 @@ func hasInviteFlag(args []string) bool {
 	return false
 }
 
-func runJoinInvite(ctx context.Context, e *env, args []string) error {
-	fs := e.flags("join")
-	asJSON := fs.Bool("json", false, "print JSON")
-	token := fs.String("invite", "", "an invite token (from weft invite)")
-	if _, err := parse(fs, args, 0); err != nil {
-		return err
-	}
-	if *token == "" {
+// joinInvite joins the private space of an invite token (weft join --invite).
+func joinInvite(ctx context.Context, e *env, token string, asJSON bool) error {
+	if token == "" {
 		return usageError{"--invite needs a token"}
 	}
-	sp, err := e.client().JoinInvite(ctx, *token)
+	sp, err := e.client().JoinInvite(ctx, token)
 	if err != nil {
 		return err
 	}
-	if *asJSON {
+	if asJSON {
 		return printJSON(e.stdout, sp)
 	}
 	fmt.Fprintf(e.stdout, "joined private space %s (%s)\n", sp.Name, sp.ID)
