@@ -1,9 +1,11 @@
 package protocol_test
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -157,3 +159,11 @@ var (
 	sign         = prototest.Sign
 	minimalDraft = prototest.MinimalDraft
 )
+
+// sameMessage reports whether a and b are the same message: every field,
+// the sender and the wire bytes (not whether this process checked the
+// signature, which Decode does not and Sign and Validate do).
+func sameMessage(a, b *protocol.Message) bool {
+	return reflect.DeepEqual(a.Header, b.Header) && bytes.Equal(a.Content, b.Content) && a.ID == b.ID &&
+		bytes.Equal(a.Body, b.Body) && bytes.Equal(a.Sig, b.Sig) && a.Sender() == b.Sender() && bytes.Equal(a.Wire(), b.Wire())
+}

@@ -82,7 +82,7 @@ type Message struct {
 	Sig     []byte
 	sender  peer.ID
 	wire    []byte // the wire encoding it was made or decoded from
-	sigOK   bool   // made by Sign, or its signature checked by Verify
+	sigOK   bool   // made by Sign or Validate: its signature is good
 }
 
 // Sender returns the decoded sender.
@@ -238,6 +238,7 @@ func Validate(wire []byte, now time.Time, lim Limits) (*Message, error) {
 	if err := m.Verify(now, lim); err != nil {
 		return nil, err
 	}
+	m.sigOK = true
 	return m, nil
 }
 
@@ -254,13 +255,13 @@ func (m *Message) Verify(now time.Time, lim Limits) error {
 	if err != nil || !ok {
 		return errorf(ErrBadSignature, "not signed by %s", m.From)
 	}
-	m.sigOK = true
 	return m.checkTime(now, lim)
 }
 
 // SignatureChecked reports whether m's signature is known to be good in
-// this process: m was made by Sign, or Verify checked it. A message only
-// decoded has not been checked.
+// this process: m was made by Sign or by Validate. A message only decoded
+// has not been checked (and Verify, which may run on a shared message,
+// marks nothing).
 func (m *Message) SignatureChecked() bool { return m.sigOK }
 
 // checkTime checks m's clock skew, age and TTL at now.

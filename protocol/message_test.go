@@ -79,14 +79,14 @@ func TestSignRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Decode: %v", err)
 	}
-	if !reflect.DeepEqual(decoded, m) {
+	if !sameMessage(decoded, m) {
 		t.Errorf("Decode(Encode(m)) != m\n got %+v\nwant %+v", decoded, m)
 	}
 	validated, err := protocol.Validate(wire, created.Add(time.Second), protocol.DefaultLimits())
 	if err != nil {
 		t.Fatalf("Validate: %v", err)
 	}
-	if !reflect.DeepEqual(validated, m) {
+	if !sameMessage(validated, m) {
 		t.Errorf("Validate(Encode(m)) != m")
 	}
 	if err := validated.CheckID(m.ID); err != nil {
@@ -807,8 +807,12 @@ func TestSignatureChecked(t *testing.T) {
 	if d.SignatureChecked() {
 		t.Fatal("a decoded message is marked checked")
 	}
-	if err := d.Verify(d.Created(), lim); err != nil || !d.SignatureChecked() {
-		t.Fatalf("verified: %v, checked %v", err, d.SignatureChecked())
+	if err := d.Verify(d.Created(), lim); err != nil || d.SignatureChecked() {
+		t.Fatalf("verified: %v; Verify marked a shared message checked: %v", err, d.SignatureChecked())
+	}
+	v, err := protocol.Validate(m.Encode(), m.Created(), lim)
+	if err != nil || !v.SignatureChecked() {
+		t.Fatalf("validated: %v, checked %v", err, v != nil && v.SignatureChecked())
 	}
 	wire := m.Encode()
 	wire[len(wire)-1] ^= 1
@@ -816,7 +820,10 @@ func TestSignatureChecked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := bad.Verify(bad.Created(), lim); err == nil || bad.SignatureChecked() {
-		t.Fatalf("tampered: %v, checked %v", err, bad.SignatureChecked())
+	if err := bad.Verify(bad.Created(), lim); err == nil {
+		t.Fatal("a tampered message verified")
+	}
+	if v, err := protocol.Validate(wire, m.Created(), lim); err == nil || v != nil {
+		t.Fatalf("a tampered message validated: %v", err)
 	}
 }
