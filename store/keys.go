@@ -64,7 +64,6 @@ import (
 //	                   seqs are never reused, even after deletes and a reopen
 //	n seq            → sent-log record (see encodeSent): a delivered direct
 //	                   message, in delivery order, bounded (see SentMax)
-//	y                → 8-byte BE: the last sent-log seq allocated
 const (
 	prefixMessage byte = 'm'
 	prefixData    byte = 'd'
@@ -90,7 +89,6 @@ const (
 	prefixDeadOrder  byte = 'l'
 	prefixDeadSeqMax byte = 'g'
 	prefixSent       byte = 'n'
-	prefixSentSeqMax byte = 'y'
 )
 
 const (

@@ -307,6 +307,7 @@ func (s *Store) Delivered(id protocol.ID) error {
 	}
 	defer s.leave()
 	now := s.nowMilli()
+	var seq uint64 // the sent-log entry's, allocated once
 	err := s.updateOutbox(func(txn *badger.Txn) error {
 		o, n, err := getOutgoing(txn, id)
 		switch {
@@ -323,7 +324,10 @@ func (s *Store) Delivered(id protocol.ID) error {
 		if err := deleteOutgoingIndex(txn, &o); err != nil {
 			return err
 		}
-		if err := s.logSent(txn, &o, n, now); err != nil {
+		if seq == 0 {
+			seq = s.sentSeq.Add(1)
+		}
+		if err := logSent(txn, &o, n, now, seq); err != nil {
 			return err
 		}
 		return deleteOutgoingRaw(txn, id, n)

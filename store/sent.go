@@ -1,9 +1,10 @@
 package store
 
 import (
+	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
@@ -12,10 +13,13 @@ import (
 
 // The sent log: so that a sender can see its own direct messages after they
 // were delivered, Delivered records each one (without its wire bytes) in a
-// log in delivery order. The log is bounded: it keeps the last SentMax
-// deliveries, and none older than SentMaxAge, whichever is fewer. Delivered
-// trims the log as it adds to it; Sent skips entries past SentMaxAge that
-// no delivery has trimmed yet.
+// log in delivery order. The log is bounded: Sent lists the last SentMax
+// deliveries, none older than SentMaxAge, whichever is fewer, and Sweep
+// deletes the rest. Delivered only adds a key (its seq comes from a counter
+// in memory, loaded at Open), so concurrent deliveries never conflict;
+// seqs are allocated before commit, so a reader paging through the log
+// while deliveries commit may miss one that commits after it read past its
+// seq.
 
 // Sent-log bounds.
 const (
@@ -23,10 +27,9 @@ const (
 	SentMax = 1000
 	// SentMaxAge is how long the sent log keeps a delivered message at most.
 	SentMaxAge = 7 * 24 * time.Hour
-	// sentTrimBatch bounds the entries one Delivered deletes from the log,
-	// keeping its transaction small; each adds one, so the log still
-	// shrinks back to its bound.
-	sentTrimBatch = 64
+	// sentTrimBatch bounds the entries one transaction of the sweep
+	// deletes from the log.
+	sentTrimBatch = 256
 )
 
 // SentMessage is a delivered direct message in the sent log.
@@ -50,8 +53,6 @@ func sentKey(seq uint64) []byte {
 	binary.BigEndian.PutUint64(b[1:], seq)
 	return b
 }
-
-func sentSeqMaxKey() []byte { return []byte{prefixSentSeqMax} }
 
 // Sent-log record, version 1: version(1) | id(32) | created(8, BE) |
 // delivered(8, BE) | uvarint attempts | uvarint len(to) | to | uvarint
@@ -92,70 +93,105 @@ func decodeSent(b []byte) (SentMessage, error) {
 	return m, r.err
 }
 
-// logSent adds o, just delivered, to the sent log in txn and trims the log
-// to its bounds. n is the length of o's wire bytes, still stored.
-func (s *Store) logSent(txn *badger.Txn, o *Outgoing, n int, now int64) error {
+// loadSentSeq sets the sent-log counter to the last seq stored (at Open).
+func (s *Store) loadSentSeq() error {
+	return s.db.View(func(txn *badger.Txn) error {
+		opts := badger.DefaultIteratorOptions
+		opts.PrefetchValues = false
+		opts.Reverse = true
+		opts.Prefix = []byte{prefixSent}
+		it := txn.NewIterator(opts)
+		defer it.Close()
+		it.Seek(sentKey(math.MaxUint64))
+		if !it.ValidForPrefix(opts.Prefix) {
+			return nil
+		}
+		k := it.Item().Key()
+		if len(k) != 1+seqSize {
+			return fmt.Errorf("%w: sent-log key %x", ErrCorrupt, k)
+		}
+		s.sentSeq.Store(binary.BigEndian.Uint64(k[1:]))
+		return nil
+	})
+}
+
+// logSent adds o, just delivered, to the sent log in txn as entry seq. n
+// is the length of o's wire bytes, still stored.
+func logSent(txn *badger.Txn, o *Outgoing, n int, now int64, seq uint64) error {
 	kind := ""
 	if raw, err := readOutgoingRaw(txn, o.ID, n, false); err == nil {
 		if m, err := protocol.Decode(raw, protocol.StoredLimits()); err == nil {
 			kind = m.Type
 		}
 	}
-	seq := uint64(0)
-	val, err := get(txn, sentSeqMaxKey())
-	switch {
-	case err == nil && len(val) == seqSize:
-		seq = binary.BigEndian.Uint64(val)
-	case err == nil:
-		return fmt.Errorf("%w: sent-log seq has %d bytes", ErrCorrupt, len(val))
-	case !errors.Is(err, ErrNotFound):
-		return err
-	}
-	seq++
 	m := SentMessage{ID: o.ID, To: o.To, Kind: kind, Created: o.Created, Delivered: now, Attempts: min(o.Attempts+1, maxAttempts)}
-	if err := txn.Set(sentSeqMaxKey(), binary.BigEndian.AppendUint64(nil, seq)); err != nil {
-		return err
+	return txn.Set(sentKey(seq), encodeSent(&m))
+}
+
+// firstSentSeq returns the oldest seq Sent lists, by count.
+func (s *Store) firstSentSeq() uint64 {
+	last := s.sentSeq.Load()
+	if last < SentMax {
+		return 1
 	}
-	if err := txn.Set(sentKey(seq), encodeSent(&m)); err != nil {
-		return err
-	}
-	// Trim from the oldest: entries beyond SentMax, or older than
-	// SentMaxAge (or undecodable).
+	return last - SentMax + 1
+}
+
+// trimSent deletes the sent-log entries that Sent no longer lists: beyond
+// the last SentMax, delivered before now-SentMaxAge, or undecodable.
+func (s *Store) trimSent(ctx context.Context, now int64) error {
 	cutoff := now - SentMaxAge.Milliseconds()
-	var drop [][]byte
-	opts := badger.DefaultIteratorOptions
-	opts.Prefix = []byte{prefixSent}
-	it := txn.NewIterator(opts)
-	for it.Rewind(); it.ValidForPrefix(opts.Prefix) && len(drop) < sentTrimBatch; it.Next() {
-		item := it.Item()
-		k := item.KeyCopy(nil)
-		if len(k) != 1+seqSize {
-			drop = append(drop, k)
-			continue
-		}
-		if binary.BigEndian.Uint64(k[1:])+SentMax <= seq {
-			drop = append(drop, k)
-			continue
-		}
-		v, err := item.ValueCopy(nil)
+	for ctx.Err() == nil {
+		first := s.firstSentSeq()
+		var drop [][]byte
+		done := false
+		err := s.db.View(func(txn *badger.Txn) error {
+			opts := badger.DefaultIteratorOptions
+			opts.Prefix = []byte{prefixSent}
+			it := txn.NewIterator(opts)
+			defer it.Close()
+			for it.Rewind(); ; it.Next() {
+				if !it.ValidForPrefix(opts.Prefix) {
+					done = true
+					return nil
+				}
+				if len(drop) == sentTrimBatch {
+					return nil
+				}
+				item := it.Item()
+				k := item.KeyCopy(nil)
+				if len(k) == 1+seqSize && binary.BigEndian.Uint64(k[1:]) >= first {
+					v, err := item.ValueCopy(nil)
+					if err != nil {
+						return err
+					}
+					if e, err := decodeSent(v); err == nil && e.Delivered >= cutoff {
+						done = true
+						return nil
+					}
+				}
+				drop = append(drop, k)
+			}
+		})
 		if err != nil {
-			it.Close()
 			return err
 		}
-		if e, err := decodeSent(v); err != nil || e.Delivered < cutoff {
-			drop = append(drop, k)
-			continue
+		if len(drop) > 0 {
+			if err := s.updateOutbox(func(txn *badger.Txn) error { return deleteKeys(txn, drop) }); err != nil {
+				return err
+			}
 		}
-		break
+		if done {
+			return nil
+		}
 	}
-	it.Close()
-	return deleteKeys(txn, drop)
+	return ctx.Err()
 }
 
 // Sent returns up to limit (> 0) messages of the sent log after cursor, in
 // the order they were delivered, and the cursor to pass next time (after
-// itself when there is nothing new). Messages delivered more than
-// SentMaxAge ago are left out.
+// itself when there is nothing new). It lists only the last SentMax
+// delivered, and none delivered more than SentMaxAge ago.
 func (s *Store) Sent(after Cursor, limit int) ([]SentMessage, Cursor, error) {
 	if limit <= 0 {
 		return nil, after, fmt.Errorf("store: sent: limit %d is not positive", limit)
@@ -168,6 +204,7 @@ func (s *Store) Sent(after Cursor, limit int) ([]SentMessage, Cursor, error) {
 		return nil, after, nil
 	}
 	cutoff := s.nowMilli() - SentMaxAge.Milliseconds()
+	from := max(uint64(after)+1, s.firstSentSeq())
 	var out []SentMessage
 	next := after
 	err := s.db.View(func(txn *badger.Txn) error {
@@ -175,7 +212,7 @@ func (s *Store) Sent(after Cursor, limit int) ([]SentMessage, Cursor, error) {
 		opts.Prefix = []byte{prefixSent}
 		it := txn.NewIterator(opts)
 		defer it.Close()
-		for it.Seek(sentKey(uint64(after) + 1)); it.ValidForPrefix(opts.Prefix) && len(out) < limit; it.Next() {
+		for it.Seek(sentKey(from)); it.ValidForPrefix(opts.Prefix) && len(out) < limit; it.Next() {
 			item := it.Item()
 			k := item.Key()
 			if len(k) != 1+seqSize {

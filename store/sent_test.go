@@ -74,20 +74,57 @@ func TestSentLogBounded(t *testing.T) {
 	if want := testOut(fmt.Sprint("m", extra), "", 0).ID; got[0].ID != want {
 		t.Fatalf("oldest kept = %s, want m%d", got[0].ID, extra)
 	}
+	// Sweep deletes what Sent no longer lists.
+	if n := countPrefix(t, s, prefixSent); n != SentMax+extra {
+		t.Fatalf("%d sent-log keys stored before a sweep, want %d", n, SentMax+extra)
+	}
+	if _, err := s.Sweep(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	if n := countPrefix(t, s, prefixSent); n != SentMax {
-		t.Fatalf("%d sent-log keys stored, want %d", n, SentMax)
+		t.Fatalf("%d sent-log keys stored after a sweep, want %d", n, SentMax)
 	}
 
-	// Past SentMaxAge nothing is listed, and deliveries trim the old ones.
+	// Past SentMaxAge nothing is listed, and the sweep deletes them all
+	// but the ones delivered since.
 	now.Add(SentMaxAge.Milliseconds() + 1)
 	if got, _, err := s.Sent(0, 2*SentMax); err != nil || len(got) != 0 {
 		t.Fatalf("after %v: Sent = %d entries, %v; want none", SentMaxAge, len(got), err)
 	}
-	for i := range SentMax/sentTrimBatch + 1 {
-		deliver(fmt.Sprint("late", i))
+	deliver("late")
+	if _, err := s.Sweep(t.Context()); err != nil {
+		t.Fatal(err)
 	}
-	if n := countPrefix(t, s, prefixSent); n != SentMax/sentTrimBatch+1 {
-		t.Fatalf("%d sent-log keys stored after the old ones expired, want %d", n, SentMax/sentTrimBatch+1)
+	if n := countPrefix(t, s, prefixSent); n != 1 {
+		t.Fatalf("%d sent-log keys stored after the old ones expired, want 1", n)
+	}
+	if got, _, err := s.Sent(0, 10); err != nil || len(got) != 1 || got[0].ID != testOut("late", "", 0).ID {
+		t.Fatalf("Sent = %+v, %v; want the late one", got, err)
+	}
+}
+
+// TestSentLogAfterReopen: the sent log's order goes on after a reopen.
+func TestSentLogAfterReopen(t *testing.T) {
+	dir := t.TempDir()
+	var last Cursor
+	for round := range 2 {
+		s, err := Open(Options{Dir: dir, SweepInterval: -1, GCInterval: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := testOut(fmt.Sprint("r", round), "peer-1", 1000)
+		mustEnqueue(t, s, o)
+		if err := s.Delivered(o.ID); err != nil {
+			t.Fatal(err)
+		}
+		got, _, err := s.Sent(0, 10)
+		if err != nil || len(got) != round+1 || got[round].ID != o.ID || got[round].Cursor <= last {
+			t.Fatalf("round %d: Sent = %+v, %v", round, got, err)
+		}
+		last = got[round].Cursor
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
