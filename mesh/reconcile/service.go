@@ -253,8 +253,10 @@ type SpaceState struct {
 	Running bool // a session of the space runs now (either side)
 	// Left is how many messages the running session, or else the last
 	// one, knew the space lacked and had not fetched (yet): those it asked
-	// for or was about to. Ranges not settled yet may hide more; a session
-	// that fetches up to its byte budget leaves the rest to the next.
+	// for or was about to, and, for a session that fetched some, those the
+	// peer then said it could not send (its byte budget was spent, or it
+	// lacks them), which the session that follows asks for again. Ranges
+	// not settled yet may hide more.
 	Left int
 	// LastEnd is when the last session of the space ended (zero: none
 	// since the space was joined or the node started), LastPeer with whom,
@@ -303,7 +305,14 @@ func (s *Service) track(space protocol.ID, p peer.ID) (left *atomic.Int64, end f
 		if errors.Is(err, errBusy) {
 			return
 		}
-		j.last = SpaceState{Left: int(j.left.Load()), LastEnd: s.cfg.now(), LastPeer: p, LastReceived: st.Received}
+		left := int(j.left.Load())
+		if st.Received > 0 && st.Missing > 0 {
+			// The peer ran out of budget (or lacks some parents): a
+			// triggered session runs again (see Trigger), so these are
+			// still to fetch.
+			left += st.Missing
+		}
+		j.last = SpaceState{Left: left, LastEnd: s.cfg.now(), LastPeer: p, LastReceived: st.Received}
 		if err != nil {
 			j.last.LastErr = err.Error()
 		}

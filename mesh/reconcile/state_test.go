@@ -86,3 +86,25 @@ func TestSpaceState(t *testing.T) {
 		t.Errorf("after a failed session: %+v", st)
 	}
 }
+
+// TestSpaceStateBudget: a joiner whose peer runs out of its session budget
+// reads as catching up after the session, with at least what it still
+// lacks left.
+func TestSpaceStateBudget(t *testing.T) {
+	t.Parallel()
+	msgs := newAuthor(t).chain(t, 400, 0)
+	size := int64(len(msgs[0].Encode()))
+	a := newNode(t)
+	b := newNode(t, WithSessionBytes(100*size))
+	connect(t, a.h, b.h)
+	addAll(b.st, msgs)
+	stats, err := a.svc.Sync(syncCtx(t), b.h.ID(), testSpace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := a.svc.SpaceState(testSpace)
+	lacks := len(msgs) - len(a.st.ids(testSpace))
+	if stats.Received == 0 || lacks == 0 || st.Left < lacks || st.LastReceived != stats.Received {
+		t.Errorf("after a session cut short by the peer's budget: %+v (stats %+v), a lacks %d", st, stats, lacks)
+	}
+}

@@ -93,8 +93,10 @@ type SpaceSync struct {
 	State   string `json:"state"`   // one of the Sync* states
 	Running bool   `json:"running"` // a session with a peer runs now
 	// Left is how many messages the running session, or else the last,
-	// knew the space lacked and had not fetched yet (a lower bound: ranges
-	// it had not compared yet may hide more).
+	// knew the space lacked and had not fetched yet, including those the
+	// peer could not send within its session budget (an estimate: ranges
+	// not compared yet may hide more; parents no peer holds count too
+	// until the next session).
 	Left int `json:"left"`
 	// LastEnd is when the last session ended, LastPeer with whom;
 	// LastReceived is how many messages it fetched, LastError why it failed.
