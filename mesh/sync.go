@@ -122,3 +122,12 @@ func (m *Mesh) SyncStats() reconcile.Stats {
 	}
 	return m.sync.Totals()
 }
+
+// SpaceSync returns what sync does for space (see reconcile.SpaceState),
+// and false when sync is off or the space is not joined.
+func (m *Mesh) SpaceSync(space protocol.ID) (reconcile.SpaceState, bool) {
+	if m.sync == nil {
+		return reconcile.SpaceState{}, false
+	}
+	return m.sync.SpaceState(space)
+}

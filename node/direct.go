@@ -152,6 +152,13 @@ func (n *Node) Outbox(to string, limit int) ([]store.Outgoing, error) {
 	return n.store.Pending(to, limit)
 }
 
+// Sent returns up to limit direct messages that were delivered, oldest
+// first, after a cursor, and the cursor to continue from. The store keeps
+// the last store.SentMax delivered within store.SentMaxAge.
+func (n *Node) Sent(after store.Cursor, limit int) ([]store.SentMessage, store.Cursor, error) {
+	return n.store.Sent(after, limit)
+}
+
 // DeadLetters returns up to limit direct messages that were given up on,
 // after a cursor, and the cursor to continue from.
 func (n *Node) DeadLetters(after store.Cursor, limit int) ([]store.DeadLetter, store.Cursor, error) {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weftmesh/weft/mesh/reconcile"
 	"github.com/weftmesh/weft/protocol"
 	"github.com/weftmesh/weft/protocol/api"
 	"github.com/weftmesh/weft/store"
@@ -29,6 +30,9 @@ type Space struct {
 	// Limit is what the node takes into the space: its own limits, else
 	// the node's (a zero field: no bound).
 	Limit store.SpaceLimits
+	// Sync is what history sync does for the space; set by Status only
+	// (nil elsewhere, and when sync is off).
+	Sync *reconcile.SpaceState
 }
 
 // CheckSpaceName reports whether name can name a space.

@@ -32,6 +32,11 @@ func (n *Node) Status() (Status, error) {
 	if err != nil {
 		return Status{}, err
 	}
+	for i := range spaces {
+		if st, ok := n.mesh.SpaceSync(spaces[i].ID); ok {
+			spaces[i].Sync = &st
+		}
+	}
 	return Status{
 		Info:     n.Info(),
 		Started:  n.started,

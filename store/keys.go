@@ -62,6 +62,8 @@ import (
 //	                   DeadLetters' cursors
 //	g                → 8-byte BE: the last dead-letter seq allocated, so that
 //	                   seqs are never reused, even after deletes and a reopen
+//	n seq            → sent-log record (see encodeSent): a delivered direct
+//	                   message, in delivery order, bounded (see SentMax)
 const (
 	prefixMessage byte = 'm'
 	prefixData    byte = 'd'
@@ -86,6 +88,7 @@ const (
 	prefixDead       byte = 'k'
 	prefixDeadOrder  byte = 'l'
 	prefixDeadSeqMax byte = 'g'
+	prefixSent       byte = 'n'
 )
 
 const (

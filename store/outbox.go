@@ -297,14 +297,17 @@ func (s *Store) Retry(id protocol.ID, attempts int, next int64, lastErr string) 
 	return nil
 }
 
-// Delivered removes message id from the outbox. A message not in the
-// outbox (delivered already, given up, never queued) is no error. A
-// corrupt entry is removed too.
+// Delivered removes message id from the outbox and adds it to the sent
+// log (see Sent), in one transaction. A message not in the outbox
+// (delivered already, given up, never queued) is no error. A corrupt entry
+// is removed too.
 func (s *Store) Delivered(id protocol.ID) error {
 	if err := s.enter(); err != nil {
 		return err
 	}
 	defer s.leave()
+	now := s.nowMilli()
+	var seq uint64 // the sent-log entry's, allocated once
 	err := s.updateOutbox(func(txn *badger.Txn) error {
 		o, n, err := getOutgoing(txn, id)
 		switch {
@@ -319,6 +322,12 @@ func (s *Store) Delivered(id protocol.ID) error {
 			return err
 		}
 		if err := deleteOutgoingIndex(txn, &o); err != nil {
+			return err
+		}
+		if seq == 0 {
+			seq = s.sentSeq.Add(1)
+		}
+		if err := logSent(txn, &o, n, now, seq); err != nil {
 			return err
 		}
 		return deleteOutgoingRaw(txn, id, n)

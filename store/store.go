@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
@@ -73,6 +74,8 @@ type Store struct {
 	indexes map[protocol.ID]*rangeIndex
 
 	spaces spaceCache // joined spaces' records (see Space)
+
+	sentSeq atomic.Uint64 // the last sent-log seq allocated (see sent.go)
 
 	usage *usageBook // what each space and sender holds (see usage.go)
 
@@ -125,6 +128,11 @@ func Open(opts Options) (*Store, error) {
 		s.exempt[id] = true
 	}
 	if err := s.migrateUsage(); err != nil {
+		cancel()
+		_ = db.Close()
+		return nil, fmt.Errorf("store: open: %w", err)
+	}
+	if err := s.loadSentSeq(); err != nil {
 		cancel()
 		_ = db.Close()
 		return nil, fmt.Errorf("store: open: %w", err)

@@ -32,7 +32,8 @@ func (s *Store) runSweep(ctx context.Context) {
 
 // Sweep deletes the messages that have expired and those beyond their
 // space's retention (see Retention), in batches of bounded size, and
-// returns how many it deleted. It runs in the background every
+// returns how many it deleted; it trims the sent log too (see Sent),
+// which it does not count. It runs in the background every
 // Options.SweepInterval; calling it directly is safe at any time (sweeps
 // run one at a time). It stops early, with ctx's error, when ctx ends.
 func (s *Store) Sweep(ctx context.Context) (removed int, err error) {
@@ -47,6 +48,9 @@ func (s *Store) Sweep(ctx context.Context) (removed int, err error) {
 	removed += n
 	if err != nil {
 		return removed, fmt.Errorf("store: sweep retention: %w", err)
+	}
+	if err := s.trimSent(ctx, now); err != nil {
+		return removed, fmt.Errorf("store: sweep sent log: %w", err)
 	}
 	return removed, nil
 }

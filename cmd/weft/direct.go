@@ -73,6 +73,7 @@ func runInbox(ctx context.Context, e *env, args []string) error {
 func runOutbox(ctx context.Context, e *env, args []string) error {
 	fs := e.flags("outbox")
 	dead := fs.Bool("dead", false, "show the dead letters: messages not delivered before their deadline, or refused")
+	sent := fs.Bool("sent", false, "show the direct messages delivered (the last 1,000 within 7 days), oldest first")
 	asJSON := fs.Bool("json", false, "print one JSON object per line")
 	cancel := fs.String("cancel", "", "give up the direct message `ID` waiting for delivery (it becomes a dead letter, reason \"cancelled\")")
 	if _, err := parse(fs, args, 0); err != nil {
@@ -86,11 +87,18 @@ func runOutbox(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintln(e.stdout, "cancelled", *cancel)
 		return nil
 	}
+	if *dead && *sent {
+		return usageError{"--dead and --sent exclude each other"}
+	}
 	var list []api.Outgoing
-	if *dead {
+	if *dead || *sent {
+		pageOf := c.DeadLetters
+		if *sent {
+			pageOf = c.Sent
+		}
 		cursor := ""
 		for {
-			page, err := c.DeadLetters(ctx, cursor, 1000)
+			page, err := pageOf(ctx, cursor, 1000)
 			if err != nil {
 				return err
 			}
@@ -107,9 +115,12 @@ func runOutbox(ctx context.Context, e *env, args []string) error {
 		}
 	}
 	if len(list) == 0 && !*asJSON {
-		if *dead {
+		switch {
+		case *dead:
 			e.empty("no dead letters")
-		} else {
+		case *sent:
+			e.empty("no direct messages delivered in the last 7 days")
+		default:
 			e.empty("the outbox is empty: every direct message sent was delivered (or is a dead letter: weft outbox --dead)")
 		}
 	}
@@ -118,6 +129,11 @@ func runOutbox(ctx context.Context, e *env, args []string) error {
 			if err := printJSON(e.stdout, o); err != nil {
 				return err
 			}
+			continue
+		}
+		if *sent {
+			fmt.Fprintf(e.stdout, "%s  to %s  %s  delivered %s, %s\n", o.ID, o.To, o.Kind,
+				o.DeliveredAt.Local().Format(time.DateTime), plural(o.Attempts, "attempt", "attempts"))
 			continue
 		}
 		status := fmt.Sprintf("attempts %d, deadline %s", o.Attempts, o.Deadline.Local().Format(time.DateTime))

@@ -119,6 +119,17 @@ func TestDMDeliveredAfterRestart(t *testing.T) {
 		box := a.outbox(false)
 		return len(box) == 0, fmt.Sprintf("%d left", len(box))
 	})
+	// a's sent log has them all, those queued after failed attempts.
+	sentLog := jsonLines[api.Outgoing](t, a.OK("outbox", "--sent", "--json"))
+	for _, id := range append([]string{first.Message.ID}, sent...) {
+		o, ok := outgoing(sentLog, id)
+		switch {
+		case !ok:
+			t.Errorf("a's sent log lacks %s: %+v", id, sentLog)
+		case o.To != bID || o.DeliveredAt.IsZero() || (id == first.Message.ID) != (o.Attempts == 1):
+			t.Errorf("a's sent log entry %+v: want to b, delivered, attempts 1 only for the first", o)
+		}
+	}
 
 	check := func(when string) {
 		t.Helper()

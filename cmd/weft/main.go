@@ -71,7 +71,7 @@ func commands() []command {
 		{"thread", "ID [--down] [--depth N] [--json]", "a message and what it replies to (or, with --down, its replies), nearest first", runThread},
 		{"dm", "PEER (--text TEXT | --data OBJECT) [--kind K] [--reply-to ID] [--ttl D] [--meta K=V]... [--json]", "send a direct message (queued and retried until delivered or its TTL ends)", runDM},
 		{"inbox", "[--after CURSOR] [--limit N] [--follow] [--json]", "direct messages received (replay, then follow with --follow)", runInbox},
-		{"outbox", "[--dead] [--cancel ID] [--json]", "direct messages waiting for delivery, or (--dead) that could not be delivered", runOutbox},
+		{"outbox", "[--dead | --sent] [--cancel ID] [--json]", "direct messages waiting for delivery, or (--dead) that could not be delivered, or (--sent) that were delivered", runOutbox},
 		{"iacp", "(send FILE|- | show ID) [--json]", "send an IACP 1.x envelope as a direct message; show a direct message as one", runIACP},
 		{"invoke", "(PEER NAME | --capability NAME) [--data INPUT] [--stream] [--timeout D] [--meta K=V]... [--json]", "call a peer's handler (or whichever peer offers a capability) and print its result (or its deltas)", runInvoke},
 		{"handle", "NAME... (--exec CMD | --a2a URL [--a2a-auth CREDS]) [--allow trusted|anyone|PEER]... [--concurrency N] [--description D]", "serve calls to NAME by running CMD (input on stdin, result on stdout) or by forwarding them to an A2A agent; by default only trusted peers may call", runHandle},

@@ -60,7 +60,7 @@ func printStatus(e *env, st api.Status) {
 	}
 	fmt.Fprintf(w, "spaces    %s\n", plural(len(st.Spaces), "space", "spaces"))
 	for _, sp := range st.Spaces {
-		fmt.Fprintf(w, "          %s  %s, %s\n", sp.Name, plural(sp.Messages, "message", "messages"), plural(sp.Peers, "peer", "peers"))
+		fmt.Fprintf(w, "          %s  %s, %s%s\n", sp.Name, plural(sp.Messages, "message", "messages"), plural(sp.Peers, "peer", "peers"), spaceSync(sp.Sync))
 	}
 	sync := "idle"
 	if st.Sync.Active {
@@ -73,6 +73,31 @@ func printStatus(e *env, st api.Status) {
 	} else {
 		fmt.Fprintf(w, "handlers  %s\n", strings.Join(st.Handlers, ", "))
 	}
+}
+
+// spaceSync says what sync does for a space: ", in sync (last 15:04:05)",
+// ", catching up: 42 left", and so on ("" when the daemon does not say).
+func spaceSync(s *api.SpaceSync) string {
+	if s == nil {
+		return ""
+	}
+	last := ""
+	if !s.LastEnd.IsZero() {
+		last = " (last sync " + s.LastEnd.Local().Format(time.TimeOnly) + ")"
+	}
+	switch s.State {
+	case api.SyncInSync:
+		return ", in sync" + last
+	case api.SyncCatchingUp:
+		return fmt.Sprintf(", catching up: %d left", s.Left)
+	case api.SyncRunning:
+		return ", syncing now"
+	case api.SyncFailed:
+		return ", last sync failed" + last + ": " + s.LastError
+	case api.SyncNone:
+		return ", not synced yet"
+	}
+	return ", sync " + s.State
 }
 
 // plural says "1 message" or "3 messages".

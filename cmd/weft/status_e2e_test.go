@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -99,5 +100,50 @@ func TestLogFormatJSON(t *testing.T) {
 	_, errs, code := c.Run("daemon", "--log-format", "yaml")
 	if code != 2 || !strings.Contains(errs, "want text or json") {
 		t.Errorf("--log-format yaml: exit %d, %q", code, errs)
+	}
+}
+
+// TestStatusSpaceSync: `weft status` says per space what sync does: a
+// space joined with no peer is not synced yet; once a member with history
+// joins, its space reads "in sync" with the time of the last session, and
+// the messages are there.
+func TestStatusSpaceSync(t *testing.T) {
+	a, b, _, _ := pair(t, "/ip4/127.0.0.1/tcp/0")
+	start := time.Now().Add(-time.Second)
+	b.OK("join", "solo")
+	a.OK("join", "lab")
+	for _, text := range []string{"one", "two", "three"} {
+		a.OK("send", "lab", "--text", text)
+	}
+	spaceOf := func(st api.Status, name string) api.Space {
+		for _, sp := range st.Spaces {
+			if sp.Name == name {
+				return sp
+			}
+		}
+		return api.Space{}
+	}
+	status := func(c cli) api.Status {
+		var st api.Status
+		if err := json.Unmarshal([]byte(c.OK("status", "--json")), &st); err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	if sp := spaceOf(status(b), "solo"); sp.Sync == nil || sp.Sync.State != api.SyncNone || !sp.Sync.LastEnd.IsZero() {
+		t.Errorf("a space with no other member: sync %+v, want not synced", sp.Sync)
+	}
+	b.OK("join", "lab")
+	var sp api.Space
+	testbed.Poll(t, 20*time.Second, "b's lab in sync with its 3 messages", func() (bool, string) {
+		sp = spaceOf(status(b), "lab")
+		return sp.Messages == 3 && sp.Sync != nil && sp.Sync.State == api.SyncInSync, fmt.Sprintf("%+v %+v", sp, sp.Sync)
+	})
+	if s := sp.Sync; s.Left != 0 || s.Running || s.LastEnd.Before(start) || s.LastEnd.After(time.Now()) || s.LastPeer == "" || s.LastError != "" {
+		t.Errorf("b's lab sync: %+v, want in sync just now with a, nothing left", s)
+	}
+	if txt := b.OK("status"); !strings.Contains(txt, "lab  3 messages, 1 peer, in sync (last sync ") ||
+		!strings.Contains(txt, "solo  0 messages, 0 peers, not synced yet") {
+		t.Errorf("weft status:\n%s", txt)
 	}
 }

@@ -327,6 +327,10 @@ class DirectTest(DaemonTest):
 
         resp = self.b.dm(self.id_a, "looks good", kind="response", reply_to=rid)
         self.assertEqual(resp["status"], "delivered")
+        sent, _ = self.b.sent()  # B's sent log has the response it delivered
+        mine = [o for o in sent if o["id"] == resp["message"]["id"]]
+        self.assertEqual([(o["to"], o["kind"], o["attempts"]) for o in mine], [(self.id_a, "response", 1)])
+        self.assertTrue(mine[0]["delivered_at"])
         answers = take(a_inbox, 1)
         self.assertEqual(len(answers), 1, "A's inbox stream got the response")
         ans = answers[0]

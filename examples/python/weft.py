@@ -636,6 +636,12 @@ class Client:
         page = self.request("GET", "/v1/deadletters" + self._page_query(after, limit))
         return page["messages"], page.get("next", "")
 
+    def sent(self, after: Optional[str] = None, limit: Optional[int] = None) -> Tuple[List[Dict[str, Any]], str]:
+        """A page of the direct messages that were delivered, oldest first (the
+        daemon keeps the last 1,000 within 7 days): to, kind, delivered_at, attempts."""
+        page = self.request("GET", "/v1/sent" + self._page_query(after, limit))
+        return page["messages"], page.get("next", "")
+
     # -- calls ----------------------------------------------------------
 
     def _invoke_body(self, peer: str, name: str, input: Any, timeout: Optional[float],

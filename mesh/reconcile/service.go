@@ -242,6 +242,81 @@ type joined struct {
 	sink   Sink
 	ctx    context.Context // ends at Leave (or Close): its sessions stop
 	cancel context.CancelFunc
+
+	left    atomic.Int64 // the running session's wanted messages (session.report)
+	running bool         // under Service.mu, like last
+	last    SpaceState
+}
+
+// SpaceState is what sync does for one space (see Service.SpaceState).
+type SpaceState struct {
+	Running bool // a session of the space runs now (either side)
+	// Left is how many messages the running session, or else the last
+	// one, knew the space lacked and had not fetched (yet): those it asked
+	// for or was about to, and, for a session that fetched some, those the
+	// peer then said it could not send (its byte budget was spent, or it
+	// lacks them), which the session that follows asks for again. Ranges
+	// not settled yet may hide more.
+	Left int
+	// LastEnd is when the last session of the space ended (zero: none
+	// since the space was joined or the node started), LastPeer with whom,
+	// LastReceived how many messages it fetched and LastErr why it failed
+	// ("" when it succeeded). Sessions that found the peer (or this node)
+	// busy with another session are not counted.
+	LastEnd      time.Time
+	LastPeer     peer.ID
+	LastReceived int
+	LastErr      string
+}
+
+// SpaceState returns what sync does for space, and false if the space is
+// not joined.
+func (s *Service) SpaceState(space protocol.ID) (SpaceState, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j, ok := s.spaces[space]
+	if !ok {
+		return SpaceState{}, false
+	}
+	st := j.last
+	st.Running = j.running
+	if j.running {
+		st.Left = int(j.left.Load())
+	}
+	return st, true
+}
+
+// track marks a session of space as running (one at a time, under the
+// space's lock) and returns the counter its session reports to and the
+// func to call when it ends.
+func (s *Service) track(space protocol.ID, p peer.ID) (left *atomic.Int64, end func(st *Stats, err error)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j, ok := s.spaces[space]
+	if !ok {
+		return new(atomic.Int64), func(*Stats, error) {}
+	}
+	j.running = true
+	j.left.Store(0)
+	return &j.left, func(st *Stats, err error) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		j.running = false
+		if errors.Is(err, errBusy) {
+			return
+		}
+		left := int(j.left.Load())
+		if st.Received > 0 && st.Missing > 0 {
+			// The peer ran out of budget (or lacks some parents): a
+			// triggered session runs again (see Trigger), so these are
+			// still to fetch.
+			left += st.Missing
+		}
+		j.last = SpaceState{Left: left, LastEnd: s.cfg.now(), LastPeer: p, LastReceived: st.Received}
+		if err != nil {
+			j.last.LastErr = err.Error()
+		}
+	}
 }
 
 // Join serves space and delivers what its sessions fetch to sink (which
@@ -505,6 +580,8 @@ func (s *Service) Sync(ctx context.Context, p peer.ID, space protocol.ID) (stats
 	stats.Sessions, stats.Initiated = 1, 1
 	start := s.cfg.now()
 	defer func() { s.finish(p, space, start, stats, err) }()
+	left, end := s.track(space, p)
+	defer func() { end(&stats, err) }()
 
 	str, err := s.h.NewStream(network.WithAllowLimitedConn(ctx, "weft-sync"), p, Protocol)
 	if err != nil {
@@ -523,6 +600,7 @@ func (s *Service) Sync(ctx context.Context, p peer.ID, space protocol.ID) (stats
 		return stats, err
 	}
 	sess := newSession(space, floor, s.st, sink, &s.cfg)
+	sess.left = left
 	n, fp, err := sess.summary(floor, protocol.MaxSyncKey)
 	if err != nil {
 		return stats, err
@@ -643,6 +721,8 @@ func (s *Service) answer(ctx context.Context, str network.Stream, stats *Stats) 
 		return h.space, c.send((&reply{status: statusBusy}).encode())
 	}
 	defer s.answering(str.Conn().RemotePeer(), h.space)()
+	left, end := s.track(h.space, str.Conn().RemotePeer())
+	defer func() { end(stats, err) }()
 	floor, err := s.floor(h.space)
 	if err != nil {
 		return h.space, err
@@ -651,6 +731,7 @@ func (s *Service) answer(ctx context.Context, str network.Stream, stats *Stats) 
 		floor = h.floor
 	}
 	sess := newSession(h.space, floor, s.st, sink, &s.cfg)
+	sess.left = left
 	if floor == h.floor {
 		n, fp, err := sess.summary(floor, protocol.MaxSyncKey)
 		if err != nil {
@@ -715,6 +796,7 @@ func (s *Service) converse(ctx context.Context, c *conn, sess *session, sentEmpt
 			return nil
 		}
 		out, err := sess.process(ctx, in)
+		sess.report()
 		if err != nil {
 			return err
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/weftmesh/weft/protocol"
 )
@@ -59,6 +60,7 @@ type session struct {
 	queued  map[protocol.ID]struct{} // in toSend or already sent, so nothing is sent twice
 	missing []protocol.ID            // the peer asked for these and we have none (or no room left)
 	sent    int64                    // message bytes sent to the peer in this session
+	left    *atomic.Int64            // told len(wanted) (see report); nil: nobody
 
 	stats Stats
 }
@@ -101,6 +103,14 @@ func (s *session) want(id protocol.ID) error {
 	return nil
 }
 
+// report tells left how many messages the session wants and has not
+// received yet.
+func (s *session) report() {
+	if s.left != nil {
+		s.left.Store(int64(len(s.wanted)))
+	}
+}
+
 // send queues id to be pushed to the peer, once per session.
 func (s *session) send(id protocol.ID) {
 	if _, ok := s.queued[id]; ok {
@@ -112,6 +122,7 @@ func (s *session) send(id protocol.ID) {
 
 // wantHeads asks for the peer's heads we lack.
 func (s *session) wantHeads(heads []protocol.ID) error {
+	defer s.report()
 	for _, h := range heads {
 		if err := s.want(h); err != nil {
 			return err

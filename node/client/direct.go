@@ -48,6 +48,14 @@ func (c *Client) DeadLetters(ctx context.Context, after string, limit int) (api.
 	return out, err
 }
 
+// Sent returns a page of the direct messages that were delivered, oldest
+// first: the daemon keeps the last 1,000 delivered within 7 days.
+func (c *Client) Sent(ctx context.Context, after string, limit int) (api.Outbox, error) {
+	var out api.Outbox
+	err := c.do(ctx, http.MethodGet, "/v1/sent"+pageQuery(after, limit), nil, &out)
+	return out, err
+}
+
 // CancelOutgoing gives up a direct message waiting in the outbox (it
 // becomes a dead letter with reason "cancelled").
 func (c *Client) CancelOutgoing(ctx context.Context, id string) error {

@@ -54,6 +54,24 @@ func apiSpace(sp node.Space) api.Space {
 			out.Retention.MaxAge = k.MaxAge.String()
 		}
 	}
+	if s := sp.Sync; s != nil {
+		out.Sync = &api.SpaceSync{Running: s.Running, Left: s.Left, LastReceived: s.LastReceived, LastError: s.LastErr}
+		if !s.LastEnd.IsZero() {
+			out.Sync.LastEnd, out.Sync.LastPeer = s.LastEnd.UTC(), s.LastPeer.String()
+		}
+		switch {
+		case s.Left > 0:
+			out.Sync.State = api.SyncCatchingUp
+		case s.Running:
+			out.Sync.State = api.SyncRunning
+		case s.LastEnd.IsZero():
+			out.Sync.State = api.SyncNone
+		case s.LastErr != "":
+			out.Sync.State = api.SyncFailed
+		default:
+			out.Sync.State = api.SyncInSync
+		}
+	}
 	return out
 }
 

@@ -117,6 +117,35 @@ func (a *API) deadLetters(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
+// sent serves GET /v1/sent: the delivered direct messages the store still
+// keeps (the last store.SentMax within store.SentMaxAge), oldest first.
+func (a *API) sent(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	after, err := store.ParseCursor(q.Get("after"))
+	if err != nil {
+		writeError(w, api.CodeBadCursor, "bad cursor "+strconv.Quote(q.Get("after")))
+		return
+	}
+	limit, ok := pageLimit(w, r)
+	if !ok {
+		return
+	}
+	sent, next, err := a.b.Sent(after, limit)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	out := api.Outbox{Messages: make([]api.Outgoing, 0, len(sent)), Next: next.String()}
+	for _, m := range sent {
+		out.Messages = append(out.Messages, api.Outgoing{
+			ID: m.ID.String(), To: m.To, Kind: m.Kind, Attempts: m.Attempts,
+			Created:     time.UnixMilli(m.Created).UTC(),
+			DeliveredAt: time.UnixMilli(m.Delivered).UTC(),
+		})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
 func (a *API) cancelOutgoing(w http.ResponseWriter, r *http.Request) {
 	id, ok := pathID(w, r)
 	if !ok {

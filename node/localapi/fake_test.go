@@ -183,6 +183,9 @@ func (f *fake) Outbox(to string, limit int) ([]store.Outgoing, error) { return n
 func (f *fake) DeadLetters(after store.Cursor, limit int) ([]store.DeadLetter, store.Cursor, error) {
 	return nil, after, f.fail()
 }
+func (f *fake) Sent(after store.Cursor, limit int) ([]store.SentMessage, store.Cursor, error) {
+	return nil, after, f.fail()
+}
 func (f *fake) CancelOutgoing(id protocol.ID) error { return f.fail() }
 func (f *fake) DeleteDeadLetter(id protocol.ID) error {
 	return &node.Error{Code: api.CodeNotFound, Msg: "no dead letter"}

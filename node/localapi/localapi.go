@@ -66,6 +66,7 @@ type Backend interface {
 	ExportIACP(id protocol.ID) ([]byte, error)
 	Outbox(to string, limit int) ([]store.Outgoing, error)
 	DeadLetters(after store.Cursor, limit int) ([]store.DeadLetter, store.Cursor, error)
+	Sent(after store.Cursor, limit int) ([]store.SentMessage, store.Cursor, error)
 	DeleteDeadLetter(id protocol.ID) error
 	CancelOutgoing(id protocol.ID) error
 
@@ -179,6 +180,7 @@ func New(b Backend, mcpPath string, mcp http.Handler, opts ...Option) *API {
 		{"GET /v1/outbox", a.outbox},
 		{"DELETE /v1/outbox/{id}", a.cancelOutgoing},
 		{"GET /v1/deadletters", a.deadLetters},
+		{"GET /v1/sent", a.sent},
 		{"DELETE /v1/deadletters/{id}", a.deleteDeadLetter},
 		{"POST /v1/handlers", a.register},
 		{"GET /v1/calls", a.callsInFlight},

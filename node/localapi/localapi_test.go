@@ -89,6 +89,8 @@ func TestErrorsOneCodeEverywhere(t *testing.T) {
 		{"bad retention", "POST", "/v1/spaces", `{"name":"a","retention":{"max_age":"soon"}}`, 400, api.CodeBadRequest},
 		{"bad cursor", "GET", "/v1/spaces/lab/messages?after=zz", "", 400, api.CodeBadCursor},
 		{"bad limit", "GET", "/v1/spaces/lab/messages?limit=0", "", 400, api.CodeBadRequest},
+		{"sent bad cursor", "GET", "/v1/sent?after=zz", "", 400, api.CodeBadCursor},
+		{"sent bad limit", "GET", "/v1/sent?limit=-1", "", 400, api.CodeBadRequest},
 		{"bad depth", "GET", "/v1/messages/" + m.ID.String() + "/thread?depth=x", "", 400, api.CodeBadRequest},
 		{"bad direction", "GET", "/v1/messages/" + m.ID.String() + "/thread?direction=up", "", 400, api.CodeBadRequest},
 		{"bad multiaddr", "POST", "/v1/peers", `{"addr":"nope"}`, 400, api.CodeBadAddr},

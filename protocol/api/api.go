@@ -75,6 +75,35 @@ type Space struct {
 	Limits *SpaceLimits `json:"limits,omitempty"`
 	// Private is true for a members-only space (see /v1/private).
 	Private bool `json:"private,omitempty"`
+	// Sync is what history sync does for the space (GET /v1/status only).
+	Sync *SpaceSync `json:"sync,omitempty"`
+}
+
+// Sync states of a space (SpaceSync.State).
+const (
+	SyncInSync     = "in_sync"     // the last session ended with nothing left to fetch
+	SyncCatchingUp = "catching_up" // the running (or last) session knows of messages still to fetch
+	SyncRunning    = "syncing"     // a session runs and has found nothing to fetch so far
+	SyncFailed     = "failed"      // the last session failed (see LastError)
+	SyncNone       = "not_synced"  // no session since the space was joined or the node started
+)
+
+// SpaceSync is what history sync does for one space.
+type SpaceSync struct {
+	State   string `json:"state"`   // one of the Sync* states
+	Running bool   `json:"running"` // a session with a peer runs now
+	// Left is how many messages the running session, or else the last,
+	// knew the space lacked and had not fetched yet, including those the
+	// peer could not send within its session budget (an estimate: ranges
+	// not compared yet may hide more; parents no peer holds count too
+	// until the next session).
+	Left int `json:"left"`
+	// LastEnd is when the last session ended, LastPeer with whom;
+	// LastReceived is how many messages it fetched, LastError why it failed.
+	LastEnd      time.Time `json:"last_end,omitzero"`
+	LastPeer     string    `json:"last_peer,omitempty"`
+	LastReceived int       `json:"last_received"`
+	LastError    string    `json:"last_error,omitempty"`
 }
 
 // SpaceLimits bound what a node takes into a space, from the network and

@@ -41,21 +41,26 @@ type DMResult struct {
 	Deadline time.Time `json:"deadline"`
 }
 
-// Outgoing is a direct message in the outbox or the dead letters.
+// Outgoing is a direct message in the outbox, the dead letters or the sent
+// log (GET /v1/sent: ID, To, Kind, Created, DeliveredAt and Attempts, the
+// delivering one included).
 type Outgoing struct {
 	ID        string    `json:"id"`
 	To        string    `json:"to"`
+	Kind      string    `json:"kind,omitempty"` // sent log: the message's type
 	Created   time.Time `json:"created"`
-	Deadline  time.Time `json:"deadline"`
+	Deadline  time.Time `json:"deadline,omitzero"`
 	Attempts  int       `json:"attempts"`
 	NextTry   time.Time `json:"next_try,omitzero"`
 	LastError string    `json:"last_error,omitempty"`
-	Reason    string    `json:"reason,omitempty"`  // dead letters: why
-	DeadAt    time.Time `json:"dead_at,omitzero"`  // dead letters: when
-	Message   *Message  `json:"message,omitempty"` // the message itself
+	Reason    string    `json:"reason,omitempty"` // dead letters: why
+	DeadAt    time.Time `json:"dead_at,omitzero"` // dead letters: when
+	// DeliveredAt is when the recipient acknowledged it (sent log).
+	DeliveredAt time.Time `json:"delivered_at,omitzero"`
+	Message     *Message  `json:"message,omitempty"` // the message itself
 }
 
-// Outbox answers GET /v1/outbox and GET /v1/deadletters.
+// Outbox answers GET /v1/outbox, GET /v1/deadletters and GET /v1/sent.
 type Outbox struct {
 	Messages []Outgoing `json:"messages"`
 	Next     string     `json:"next,omitempty"` // dead letters: cursor for ?after=
