@@ -519,11 +519,21 @@ func (s *Store) OutboxLen() (int, error) {
 		return 0, err
 	}
 	defer s.leave()
+	n, err := s.countKeys(prefixOutbox)
+	if err != nil {
+		return 0, fmt.Errorf("store: outbox len: %w", err)
+	}
+	return n, nil
+}
+
+// countKeys counts the keys under a one-byte prefix without reading their
+// values.
+func (s *Store) countKeys(prefix byte) (int, error) {
 	n := 0
 	err := s.db.View(func(txn *badger.Txn) error {
 		opts := badger.DefaultIteratorOptions
 		opts.PrefetchValues = false
-		opts.Prefix = []byte{prefixOutbox}
+		opts.Prefix = []byte{prefix}
 		it := txn.NewIterator(opts)
 		defer it.Close()
 		for it.Rewind(); it.ValidForPrefix(opts.Prefix); it.Next() {
@@ -531,10 +541,7 @@ func (s *Store) OutboxLen() (int, error) {
 		}
 		return nil
 	})
-	if err != nil {
-		return 0, fmt.Errorf("store: outbox len: %w", err)
-	}
-	return n, nil
+	return n, err
 }
 
 // maxOutboxTries bounds the transactions one outbox change tries. A try

@@ -5,8 +5,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	badger "github.com/dgraph-io/badger/v4"
 )
 
 func TestSentLogRecordsDelivered(t *testing.T) {
@@ -130,18 +128,7 @@ func TestSentLogAfterReopen(t *testing.T) {
 
 func countPrefix(t *testing.T, s *Store, prefix byte) int {
 	t.Helper()
-	n := 0
-	err := s.db.View(func(txn *badger.Txn) error {
-		opts := badger.DefaultIteratorOptions
-		opts.PrefetchValues = false
-		opts.Prefix = []byte{prefix}
-		it := txn.NewIterator(opts)
-		defer it.Close()
-		for it.Rewind(); it.ValidForPrefix(opts.Prefix); it.Next() {
-			n++
-		}
-		return nil
-	})
+	n, err := s.countKeys(prefix)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -93,13 +93,7 @@ func (a *API) outbox(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) deadLetters(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	after, err := store.ParseCursor(q.Get("after"))
-	if err != nil {
-		writeError(w, api.CodeBadCursor, "bad cursor "+strconv.Quote(q.Get("after")))
-		return
-	}
-	limit, ok := pageLimit(w, r)
+	after, limit, ok := pageArgs(w, r)
 	if !ok {
 		return
 	}
@@ -120,13 +114,7 @@ func (a *API) deadLetters(w http.ResponseWriter, r *http.Request) {
 // sent serves GET /v1/sent: the delivered direct messages the store still
 // keeps (the last store.SentMax within store.SentMaxAge), oldest first.
 func (a *API) sent(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	after, err := store.ParseCursor(q.Get("after"))
-	if err != nil {
-		writeError(w, api.CodeBadCursor, "bad cursor "+strconv.Quote(q.Get("after")))
-		return
-	}
-	limit, ok := pageLimit(w, r)
+	after, limit, ok := pageArgs(w, r)
 	if !ok {
 		return
 	}
@@ -168,4 +156,17 @@ func (a *API) deleteDeadLetter(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// pageArgs reads a paged listing's after cursor and limit, answering the
+// request itself when either is bad.
+func pageArgs(w http.ResponseWriter, r *http.Request) (store.Cursor, int, bool) {
+	q := r.URL.Query()
+	after, err := store.ParseCursor(q.Get("after"))
+	if err != nil {
+		writeError(w, api.CodeBadCursor, "bad cursor "+strconv.Quote(q.Get("after")))
+		return after, 0, false
+	}
+	limit, ok := pageLimit(w, r)
+	return after, limit, ok
 }
