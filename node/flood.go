@@ -29,14 +29,17 @@ func (c Config) rates() mesh.RateLimits {
 	return c.Rates
 }
 
-// paceRate is the author rate this node's own posts are paced below:
-// none when the rate limits are off (no peer would ignore them).
-func (c Config) paceRate() rate.Rate {
+// paceRates are the rates this node's own posts are paced below (see
+// pacer): none when the rate limits are off (no peer would ignore them).
+func (c Config) paceRates() (member, stranger rate.Rate) {
 	r := c.rates()
 	if r.Off {
-		return rate.Rate{}
+		return rate.Rate{}, rate.Rate{}
 	}
-	return r.Author
+	if c.probation() == 0 {
+		return r.Author, r.Author // no strangers: every author is known at once
+	}
+	return r.Author, r.Strangers
 }
 
 // probation returns the stranger probation in effect.
@@ -142,13 +145,19 @@ func (n *Node) admitLimits(m *protocol.Message) error {
 	return nil
 }
 
-// Known reports whether author has been a member of space for the
-// stranger probation: this node has held a message of it since then. The
-// node itself is always known. (mesh.Gate)
+// Known reports whether author is known in space, so that gossip gives
+// it an author's rate of its own rather than a share of the strangers'
+// (mesh.Gate): the node itself; a peer this node trusts (its user vouched
+// for it); in a private space, a member (an owner or admin let it in, so
+// a peer ID that costs nothing buys no rate); otherwise an author of whom
+// this node has held a message for the stranger probation.
 func (s spaceSink) Known(space protocol.ID, author peer.ID) bool {
 	n := s.n
-	if author == n.mesh.ID() {
+	if author == n.mesh.ID() || n.trust.IsTrusted(author) {
 		return true
+	}
+	if ps := n.private.get(space); ps != nil {
+		return ps.current.Load().IsMember(author)
 	}
 	u, err := n.store.SenderUsage(space, author.String())
 	if err != nil || u.Count == 0 {
@@ -216,48 +225,76 @@ type declinedLog struct {
 	n  map[protocol.ID]int
 }
 
-// pacer keeps this node's own posts to a space within the rate its peers
-// allow an author (mesh.RateLimits.Author, tokens per message as there),
-// with room to spare: 80% of the
-// rate and of the burst, so that the jitter of the network between here
-// and a peer never takes a post over the peer's bucket. A post waits for
-// its turn up to paceWait, then fails: its agent is posting faster than
-// the space takes.
+// pacer keeps this node's own posts to a space within what its peers
+// allow, with room to spare, so that the jitter of the network between
+// here and a peer never takes a post over a peer's bucket and honest
+// nodes are never penalised (mesh.RateLimits):
+//   - in a private space this node is a member, which every member knows at
+//     once (see spaceSink.Known): its posts are paced at 80% of the author
+//     rate and burst;
+//   - in an open space a peer that has not yet held its messages for the
+//     stranger probation (one that joined later, or restarted with a new
+//     store) counts it among the strangers, who share one bucket, and
+//     penalises it for going over that: its posts are paced at the lower of
+//     80% of the author rate and 40% of the strangers' (leaving the rest to
+//     other new authors), with half the strangers' burst. Pacing by the
+//     author rate there once this node thinks itself known would get it
+//     graylisted by any peer that does not know it yet.
+//
+// A post waits for its turn up to paceWait, then fails: its agent is
+// posting faster than the space takes.
 type pacer struct {
-	mu      sync.Mutex
-	r       rate.Rate
-	buckets *rate.Table[protocol.ID]
+	mu       sync.Mutex
+	member   rate.Rate // private spaces
+	stranger rate.Rate // open spaces
+	private  func(space protocol.ID) bool
+	members  *rate.Table[protocol.ID]
+	open     *rate.Table[protocol.ID]
 }
 
 // paceWait is how long a post may wait for its turn.
 const paceWait = 2 * time.Second
 
-func newPacer(author rate.Rate) *pacer {
-	r := rate.Rate{}
+// newPacer paces below author in private spaces (those private says) and
+// below both author and strangers in open ones; a zero author is no pacing.
+func newPacer(author, strangers rate.Rate, private func(protocol.ID) bool) *pacer {
+	var member, stranger rate.Rate
 	if !author.IsZero() {
-		r = rate.Rate{PerSecond: 0.8 * author.PerSecond, Burst: max(1, author.Burst*4/5)}
+		member = rate.Rate{PerSecond: 0.8 * author.PerSecond, Burst: max(1, author.Burst*4/5)}
+		stranger = member
+		if !strangers.IsZero() {
+			stranger = rate.Rate{
+				PerSecond: min(member.PerSecond, 0.4*strangers.PerSecond),
+				Burst:     max(1, min(member.Burst, strangers.Burst/2)),
+			}
+		}
 	}
-	return &pacer{r: r, buckets: rate.NewTable[protocol.ID](r, 1<<12)}
+	return &pacer{member: member, stranger: stranger, private: private,
+		members: rate.NewTable[protocol.ID](member, 1<<12), open: rate.NewTable[protocol.ID](stranger, 1<<12)}
 }
 
 // wait waits for a turn to post a message of size wire bytes to space
 // (it takes mesh.Tokens(size)), up to paceWait.
 func (p *pacer) wait(ctx context.Context, space protocol.ID, size int) error {
-	if p.r.IsZero() {
+	r, buckets := p.stranger, p.open
+	if p.private(space) {
+		r, buckets = p.member, p.members
+	}
+	if r.IsZero() {
 		return nil
 	}
 	deadline := time.Now().Add(paceWait)
 	for {
 		p.mu.Lock()
-		ok := p.buckets.TakeN(space, time.Now(), mesh.Tokens(size))
+		ok := buckets.TakeN(space, time.Now(), mesh.Tokens(size))
 		p.mu.Unlock()
 		if ok {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return errorf(api.CodeRateLimited, "posting to space %s faster than its peers accept (%v for one author, this node paces at %v): slow down", space, rate.Rate{PerSecond: p.r.PerSecond / 0.8, Burst: p.r.Burst * 5 / 4}, p.r)
+			return errorf(api.CodeRateLimited, "posting to space %s faster than its peers accept (this node paces its posts there at %v): slow down", space, r)
 		}
-		t := time.NewTimer(min(time.Duration(float64(time.Second)/p.r.PerSecond), time.Until(deadline)+time.Millisecond))
+		t := time.NewTimer(min(time.Duration(float64(time.Second)/r.PerSecond), time.Until(deadline)+time.Millisecond))
 		select {
 		case <-ctx.Done():
 			t.Stop()

@@ -115,7 +115,7 @@ func addFloodFlags(fs *flag.FlagSet) *floodFlags {
 		spaceQuota:  byteSize(node.DefaultSpaceLimits.MaxBytes),
 		senderQuota: byteSize(node.DefaultSpaceLimits.MaxSenderBytes),
 	}
-	fs.Var(&f.author, "rate-author", "gossip rate of one author in a space, RATE[:BURST] messages/s (this node's own agents are paced at 80% of it)")
+	fs.Var(&f.author, "rate-author", "gossip rate of one author in a space, RATE[:BURST] messages/s (this node's own agents' posts are paced below it and, in open spaces, within 40% of --rate-strangers)")
 	fs.Var(&f.strangers, "rate-strangers", "gossip rate of all the authors this node does not know yet in a space, together, RATE[:BURST]")
 	fs.Var(&f.peer, "rate-peer", "gossip rate of what one peer forwards in a space, RATE[:BURST]")
 	f.noRates = fs.Bool("no-rate-limits", false, "turn the gossip rate limits off (a closed mesh of trusted peers)")

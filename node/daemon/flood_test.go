@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -213,6 +215,82 @@ func TestStrangersShareARate(t *testing.T) {
 				t.Errorf("%d of the 40 messages of 2 new authors stored, want %d–%d", n, tc.wantMin, tc.wantMax)
 			}
 			t.Logf("%s: %d of 40 stored, stats %+v", tc.name, n, a.node.Mesh().FloodStats())
+		})
+	}
+}
+
+// TestNewAuthorBurstNotPenalised: with the default rates, a node new to
+// its peers that posts as fast as its pacer lets it is never over a
+// peer's bucket, so the peer neither ignores its posts nor lowers its
+// score: in an open space it is paced within the strangers' share (which
+// it is in at a peer that has not known it for the probation), in a
+// private space the members know it at once (they hold its membership)
+// and its posts get an author's rate.
+func TestNewAuthorBurstNotPenalised(t *testing.T) {
+	const posts = 150 // over the strangers' burst (100): unpaced, they would be penalised
+	for _, private := range []bool{false, true} {
+		t.Run(map[bool]string{false: "open", true: "private"}[private], func(t *testing.T) {
+			rates := func(c *Config) {
+				if private { // strangers get next to nothing: a's burst is within only if b knows it
+					c.Rates = mesh.DefaultRateLimits()
+					c.Rates.Strangers = mesh.Rate{PerSecond: 10, Burst: 20}
+				}
+			}
+			a, ca := startNode(t, rates)
+			b, cb := startNode(t, func(c *Config) { rates(c); c.Bootstrap = []string{a.Addrs()[0].String()} })
+			ctx := context.Background()
+			var space string
+			if private {
+				sp, err := ca.CreatePrivate(ctx, "burst")
+				if err != nil {
+					t.Fatal(err)
+				}
+				inv, err := ca.Invite(ctx, "burst", api.InviteRequest{Peer: b.ID().String()})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := cb.JoinInvite(ctx, inv.Token); err != nil {
+					t.Fatal(err)
+				}
+				space = sp.ID
+			} else {
+				sp, err := ca.Join(ctx, "burst")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := cb.Join(ctx, "burst"); err != nil {
+					t.Fatal(err)
+				}
+				space = sp.ID
+			}
+			id, _ := protocol.ParseID(space)
+			eventually(t, 10*time.Second, "each on the other's topic", func() bool {
+				return slices.Contains(b.node.Mesh().SpacePeers(id), a.ID()) && slices.Contains(a.node.Mesh().SpacePeers(id), b.ID())
+			})
+			// 16 agents at once: a burst, as a coordinator fanning out tasks.
+			var wg sync.WaitGroup
+			for w := range 16 {
+				wg.Go(func() {
+					for i := w; i < posts; i += 16 {
+						if _, err := ca.SendText(ctx, space, fmt.Sprint(i)); err != nil {
+							t.Errorf("post %d: %v", i, err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			eventually(t, 20*time.Second, "b to hold every post", func() bool {
+				su, _ := b.node.Store().SenderUsage(id, a.ID().String())
+				return su.Count >= posts
+			})
+			st := b.node.Mesh().FloodStats()
+			if st != (mesh.FloodStats{}) {
+				t.Errorf("b ignored some of a's posts as over its rates: %+v", st)
+			}
+			if s, _ := b.node.Mesh().GossipScore(a.ID()); s < 0 {
+				t.Errorf("b scores a %v after its burst, want no penalty", s)
+			}
 		})
 	}
 }
