@@ -110,7 +110,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	n := &Node{cfg: cfg, log: log, key: key, store: st, handlers: newHandlers(), started: time.Now(), tracer: cfg.tracer(),
 		trust: trust, gate: policy.NewGate(cfg.DM),
-		limits: spaceLimits{own: make(map[protocol.ID]store.SpaceLimits)}, }
+		limits: spaceLimits{own: make(map[protocol.ID]store.SpaceLimits)}}
 	member, stranger := cfg.paceRates()
 	n.pacer = newPacer(member, stranger, func(space protocol.ID) bool { return n.private.get(space) != nil })
 	n.handlers.rel = trust
