@@ -132,6 +132,8 @@ type Genesis struct {
 	Name   string `json:"name"`
 	Nonce  []byte `json:"nonce"` // base64 in JSON
 	Sealed bool   `json:"sealed,omitempty"`
+	// Keys: in a sealed space, epoch 0's key wrapped to the owner.
+	Keys *KeyShares `json:"keys,omitempty"`
 }
 
 // ParseGenesis checks that m is a valid genesis (of the space it names)
@@ -162,6 +164,9 @@ type Change struct {
 	Peer   string `json:"peer"`
 	Role   Role   `json:"role,omitempty"`
 	Invite string `json:"invite,omitempty"`
+	// Keys: in a sealed space, a removal's new epoch key wrapped to every
+	// remaining member (the rekey is part of the removal).
+	Keys *KeyShares `json:"keys,omitempty"`
 }
 
 // ParseChange reads m's change and checks its shape (not its authority).
@@ -261,6 +266,15 @@ func Authorize(s State, m *protocol.Message) (State, error) {
 		return s, errorf(ErrMalformed, "a second genesis")
 	}
 	from := m.Sender()
+	if m.Type == TypeKey {
+		if _, err := ParseKeyMessage(m); err != nil {
+			return s, err
+		}
+		if s.Role(from).Power() < Admin.Power() {
+			return s, errorf(ErrUnauthorized, "%s (role %q) may not share keys", from, s.Role(from))
+		}
+		return s, nil
+	}
 	if m.Type != TypeMember {
 		if !s.IsMember(from) {
 			return s, errorf(ErrUnauthorized, "%s is not a member", from)
