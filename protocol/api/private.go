@@ -9,6 +9,8 @@ const (
 // CreateRequest is POST /v1/private: make a members-only space.
 type CreateRequest struct {
 	Name string `json:"name"`
+	// Sealed also encrypts the space's content end to end.
+	Sealed bool `json:"sealed,omitempty"`
 }
 
 // InviteRequest is POST /v1/spaces/{space}/invites.
@@ -42,5 +44,6 @@ type Member struct {
 type Members struct {
 	Space   string   `json:"space"`
 	Name    string   `json:"name"`
+	Sealed  bool     `json:"sealed,omitempty"`
 	Members []Member `json:"members"`
 }
