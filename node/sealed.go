@@ -138,7 +138,10 @@ func (n *Node) learnKeys(s *privSpace, m *protocol.Message) {
 	if !s.sealed() {
 		return
 	}
-	self := n.mesh.ID()
+	self, err := peer.IDFromPrivateKey(n.key) // also before the mesh starts (loadPrivate)
+	if err != nil {
+		return
+	}
 	var shares []member.KeyShares
 	switch m.Type {
 	case member.TypeGenesis:
