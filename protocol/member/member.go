@@ -27,6 +27,13 @@
 // causal past (the control messages among its prev closure, applied in
 // a deterministic order: see Resolve). Ordinary messages need a member
 // (any role) as sender.
+//
+// # Sealed spaces
+//
+// A genesis with "sealed" makes a space whose ordinary messages' content
+// and meta are an envelope (sealed.go) under an epoch key; keys reach
+// members wrapped to their identity keys in the genesis, removals and
+// key messages (type "weft.space.key", admins only), and in invites.
 package member
 
 import (
