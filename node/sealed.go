@@ -115,18 +115,6 @@ func (k *keyring) missing(p peer.ID) []uint64 {
 	return out
 }
 
-// epochs returns the epochs this node holds keys of.
-func (k *keyring) epochs() []uint64 {
-	k.mu.RLock()
-	defer k.mu.RUnlock()
-	out := make([]uint64, 0, len(k.keys))
-	for e := range k.keys {
-		out = append(out, e)
-	}
-	slices.Sort(out)
-	return out
-}
-
 // sealed reports whether s encrypts its content.
 func (s *privSpace) sealed() bool { return s != nil && s.genesis.Sealed }
 

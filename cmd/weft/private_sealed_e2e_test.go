@@ -317,7 +317,7 @@ func TestSealedNoKey(t *testing.T) {
 	x.OK("join", "--invite", strings.TrimSpace(a.OK("invite", "audit", xID)))
 	a.waitConnected(cID)
 	tok := strings.TrimSpace(a.OK("invite", "audit", bID)) // carries epoch 0's key, names C
-	a.OK("remove", "audit", xID)                            // epoch 1
+	a.OK("remove", "audit", xID)                           // epoch 1
 	c.waitFor("c learns the removal", func() bool { _, ok := c.membersOf("audit")[xID]; return !ok })
 	c.OK("send", "audit", "--text", "epoch one")
 	a.waitFor("a reads c", func() bool { return has(texts(a.readJSON("audit")), "epoch one") })

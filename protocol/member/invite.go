@@ -41,7 +41,7 @@ type Invite struct {
 	Nonce   []byte        `json:"nonce"`
 	Heads   []protocol.ID `json:"heads"`
 	Addrs   []string      `json:"addrs,omitempty"`
-	Genesis []byte        `json:"genesis"` // the genesis's wire encoding
+	Genesis []byte        `json:"genesis"`       // the genesis's wire encoding
 	Key     *InviteKey    `json:"key,omitempty"` // a sealed space's current epoch key
 
 	issuer peer.ID
