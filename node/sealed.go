@@ -141,7 +141,7 @@ func (n *Node) learnKeys(s *privSpace, m *protocol.Message) {
 		if err != nil {
 			return
 		}
-		if c.Keys != nil {
+		if c.Keys != nil && c.Op == member.OpRemove { // ParseChange allows no other
 			shares = append(shares, *c.Keys)
 		}
 		if c.Op == member.OpJoin {

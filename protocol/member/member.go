@@ -205,6 +205,11 @@ func ParseChange(m *protocol.Message) (Change, peer.ID, error) {
 	default:
 		return c, "", errorf(ErrMalformed, "unknown op %q", truncate(c.Op, 40))
 	}
+	if c.Keys != nil && c.Op != OpRemove {
+		// Only a removal (by an admin or the owner) rekeys: a member must
+		// not plant an epoch key others would then send in.
+		return c, "", errorf(ErrMalformed, "%s carries keys: only a removal may", c.Op)
+	}
 	return c, p, nil
 }
 

@@ -251,6 +251,21 @@ func TestSealedGraph(t *testing.T) {
 	if _, err := gr.Check(byOwner); err != nil {
 		t.Fatalf("the owner's key message: %v", err)
 	}
+	// A member cannot plant keys in a change of its own either: only a
+	// removal carries them.
+	leave := sign(t, m, g.Space, TypeMember, Change{Op: OpLeave, Peer: m.id.String(), Keys: &ks}, t0, add.ID)
+	if _, err := gr.Check(leave); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("a leave carrying keys: %v", err)
+	}
+	other := newActor(t)
+	addKeys := sign(t, owner, g.Space, TypeMember, Change{Op: OpAdd, Peer: other.id.String(), Role: Member, Keys: &ks}, t0, add.ID)
+	if _, err := gr.Check(addKeys); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("an add carrying keys: %v", err)
+	}
+	remove := sign(t, owner, g.Space, TypeMember, Change{Op: OpRemove, Peer: m.id.String(), Keys: &ks}, t0, add.ID)
+	if _, err := gr.Check(remove); err != nil {
+		t.Fatalf("the owner's removal with its rekey: %v", err)
+	}
 	empty := sign(t, owner, g.Space, TypeKey, KeyMessage{}, t0, add.ID)
 	if _, err := gr.Check(empty); !errors.Is(err, ErrMalformed) {
 		t.Fatalf("an empty key message: %v", err)
