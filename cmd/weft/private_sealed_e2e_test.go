@@ -144,6 +144,18 @@ func TestSealedCLI(t *testing.T) {
 
 	sid := strings.TrimSpace(a.OK("create", "audit", "--sealed"))
 	b.OK("join", "--invite", strings.TrimSpace(a.OK("invite", "audit", bID)))
+	// B follows the space (the event stream) before anything is sent.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	followed := make(chan string, 100)
+	go func() {
+		_ = b.goClient().Follow(ctx, sid, "", func(m api.Message) error {
+			var c struct{ Text string }
+			_ = json.Unmarshal(m.Content, &c)
+			followed <- c.Text
+			return nil
+		})
+	}()
 	a.OK("send", "audit", "--text", marker+" from a", "--meta", "topic="+marker)
 	b.OK("send", sid, "--text", marker+" from b")
 	for _, x := range []cli{a, b} {
@@ -165,6 +177,19 @@ func TestSealedCLI(t *testing.T) {
 		}
 	}
 	_ = aID
+	b.waitFor("b's event stream to carry a's message in clear", func() bool {
+		for {
+			select {
+			case text := <-followed:
+				if text == marker+" from a" {
+					return true
+				}
+			default:
+				return false
+			}
+		}
+	})
+	cancel()
 	// Stop all three so that their stores are flushed, then scan.
 	stopAll(t, da, db, dc)
 	for _, x := range []cli{a, b, c} {
