@@ -85,6 +85,9 @@ func runInvite(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	if inv.Sealed && inv.Peer == "" {
+		fmt.Fprintln(e.stderr, "note: this token carries the sealed space's key: whoever holds it can read the space (bind it to a peer: weft invite SPACE PEER)")
+	}
 	if *asJSON {
 		return printJSON(e.stdout, inv)
 	}

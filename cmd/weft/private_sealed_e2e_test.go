@@ -233,7 +233,11 @@ func TestSealedRemove(t *testing.T) {
 	xID, _ := x.id()
 	sid := strings.TrimSpace(a.OK("create", "audit", "--sealed"))
 	space, _ := protocol.ParseID(sid)
-	b.OK("join", "--invite", strings.TrimSpace(a.OK("invite", "audit"))) // unbound: the key rides in the token
+	bearer, stderr, code := a.Run("invite", "audit") // unbound: the key rides in the token
+	if code != 0 || !strings.Contains(stderr, "whoever holds it can read the space") {
+		t.Fatalf("an unbound invite to a sealed space: exit %d, stderr %q (want the bearer-secret note)", code, stderr)
+	}
+	b.OK("join", "--invite", strings.TrimSpace(bearer))
 	x.OK("join", "--invite", strings.TrimSpace(a.OK("invite", "audit", xID)))
 	a.OK("send", "audit", "--text", "before")
 	x.waitFor("x reads before", func() bool { return has(texts(x.readJSON("audit")), "before") })

@@ -53,7 +53,7 @@ func (a *API) invite(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusCreated, api.Invite{Token: tok, Space: inv.Space.String(), Role: string(inv.Role), Peer: inv.Peer,
-		Expires: inv.ExpiresAt().UTC().Format(time.RFC3339)})
+		Expires: inv.ExpiresAt().UTC().Format(time.RFC3339), Sealed: inv.Key != nil})
 }
 
 func (a *API) joinInvite(w http.ResponseWriter, r *http.Request) {

@@ -27,6 +27,9 @@ type Invite struct {
 	Role    string `json:"role"`
 	Peer    string `json:"peer,omitempty"`
 	Expires string `json:"expires"` // RFC 3339
+	// Sealed: the token carries the sealed space's current key (wrapped to
+	// Peer, or, unbound, in the clear: then the token is a bearer secret).
+	Sealed bool `json:"sealed,omitempty"`
 }
 
 // JoinInviteRequest is POST /v1/join: join a private space by invite.
