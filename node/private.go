@@ -73,6 +73,7 @@ type privSpace struct {
 	// contacts are the members a joiner met through its invite: taken
 	// part with before this node has the history that makes them members.
 	contacts sync.Map // peer.ID → true
+	keys     keyring  // a sealed space's epoch keys (sealed.go)
 
 	mu      sync.Mutex
 	graph   *member.Graph
@@ -165,16 +166,22 @@ func (n *Node) loadPrivate(sp store.Space) error {
 	if err != nil {
 		return err
 	}
+	n.learnKeys(s, g.Message)
 	var after store.Cursor
 	var later []*protocol.Message // stored before a parent (not by this code)
 	for {
-		page, next, err := n.Read(sp.ID, after, 1000)
+		page, next, err := n.readStored(sp.ID, after, 1000)
 		if err != nil {
 			return err
 		}
 		for _, m := range page {
-			if !s.graph.Has(m.ID) && s.graph.Add(m.Message) != nil {
+			if s.graph.Has(m.ID) {
+				continue
+			}
+			if s.graph.Add(m.Message) != nil {
 				later = append(later, m.Message)
+			} else {
+				n.learnKeys(s, m.Message)
 			}
 		}
 		if len(page) == 0 || next == after {
@@ -187,6 +194,7 @@ func (n *Node) loadPrivate(sp store.Space) error {
 		rest := later[:0]
 		for _, m := range later {
 			if s.graph.Add(m) == nil {
+				n.learnKeys(s, m)
 				progress = true
 			} else {
 				rest = append(rest, m)
@@ -318,6 +326,7 @@ func (s *privSpace) hold(m *protocol.Message, missing []protocol.ID) {
 func (n *Node) accepted(ctx context.Context, s *privSpace, m *protocol.Message) {
 	queue := []*protocol.Message{m}
 	control := false
+	var joiners []peer.ID
 	for len(queue) > 0 {
 		m := queue[0]
 		queue = queue[1:]
@@ -326,6 +335,12 @@ func (n *Node) accepted(ctx context.Context, s *privSpace, m *protocol.Message) 
 			continue
 		}
 		control = control || member.IsControl(m)
+		n.learnKeys(s, m)
+		if s.sealed() && m.Type == member.TypeMember {
+			if c, p, err := member.ParseChange(m); err == nil && c.Op == member.OpJoin {
+				joiners = append(joiners, p)
+			}
+		}
 		children := s.pending[m.ID]
 		delete(s.pending, m.ID)
 		for _, c := range children {
@@ -354,6 +369,14 @@ func (n *Node) accepted(ctx context.Context, s *privSpace, m *protocol.Message) 
 	before := s.current.Load()
 	st := s.graph.Current()
 	s.current.Store(&st)
+	for _, p := range joiners {
+		space := m.Space
+		n.wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), admit.Timeout)
+			defer cancel()
+			n.shareWithJoiner(ctx, space, s, p)
+		})
+	}
 	for _, e := range before.Members() {
 		if st.IsMember(e.Peer) || e.Peer == n.mesh.ID() {
 			continue
@@ -376,8 +399,10 @@ func (n *Node) accepted(ctx context.Context, s *privSpace, m *protocol.Message) 
 }
 
 // CreatePrivate makes a members-only space called name, owned by this
-// node, and joins it.
-func (n *Node) CreatePrivate(ctx context.Context, name string) (Space, error) {
+// node, and joins it. A sealed one also encrypts its content end to end
+// (sealed.go): its genesis says so and carries epoch 0's key, wrapped to
+// this node.
+func (n *Node) CreatePrivate(ctx context.Context, name string, sealed bool) (Space, error) {
 	if err := CheckSpaceName(name); err != nil {
 		return Space{}, err
 	}
@@ -385,11 +410,18 @@ func (n *Node) CreatePrivate(ctx context.Context, name string) (Space, error) {
 	if _, err := rand.Read(nonce); err != nil {
 		return Space{}, err
 	}
-	content, err := json.Marshal(member.Genesis{Name: name, Nonce: nonce})
+	id := member.SpaceID(n.mesh.ID(), nonce)
+	gen := member.Genesis{Name: name, Nonce: nonce, Sealed: sealed}
+	var err error
+	if sealed {
+		if gen.Keys, err = n.genesisKeys(id); err != nil {
+			return Space{}, err
+		}
+	}
+	content, err := json.Marshal(gen)
 	if err != nil {
 		return Space{}, err
 	}
-	id := member.SpaceID(n.mesh.ID(), nonce)
 	g, err := protocol.Sign(n.key, protocol.Draft{Space: id, CreatedAt: time.Now(), Type: member.TypeGenesis, Content: content}, n.cfg.Limits)
 	if err != nil {
 		return Space{}, err
@@ -411,6 +443,7 @@ func (n *Node) joinPrivate(ctx context.Context, name string, g *protocol.Message
 		return Space{}, err
 	}
 	if n.private.get(sp.ID) == nil {
+		n.learnKeys(s, g)
 		n.private.set(s)
 	}
 	n.limits.set(sp.ID, sp.Limits)
@@ -479,6 +512,9 @@ func (n *Node) Invite(ref string, o InviteOptions) (member.Invite, string, error
 		inv.Peer = o.Peer.String()
 	}
 	inv.Addrs = n.memberAddrs(sp.ID)
+	if inv.Key, err = n.inviteKey(sp.ID, s, o.Peer); err != nil {
+		return member.Invite{}, "", err
+	}
 	tok, err := member.Issue(n.key, inv)
 	if err != nil {
 		return member.Invite{}, "", err
@@ -741,6 +777,13 @@ func (n *Node) change(ctx context.Context, ref string, c member.Change) (Message
 	p, _ := peer.Decode(c.Peer)
 	if c.Op == member.OpRemove && !s.current.Load().IsMember(p) {
 		return Message{}, errorf(api.CodeNotFound, "%s is not a member of %s", c.Peer, sp.Name)
+	}
+	if c.Op == member.OpRemove && s.sealed() {
+		// The removal carries the next epoch's key for everyone else: what
+		// is sent after it is sealed in an epoch the removed peer never gets.
+		if c.Keys, err = n.rekey(sp.ID, s, *s.current.Load(), p); err != nil {
+			return Message{}, err
+		}
 	}
 	content, err := json.Marshal(c)
 	if err != nil {

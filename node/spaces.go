@@ -33,6 +33,8 @@ type Space struct {
 	// Sync is what history sync does for the space; set by Status only
 	// (nil elsewhere, and when sync is off).
 	Sync *reconcile.SpaceState
+	// Sealed: a private space whose content is encrypted end to end.
+	Sealed bool
 }
 
 // CheckSpaceName reports whether name can name a space.
@@ -60,6 +62,7 @@ func (n *Node) describe(sp store.Space) Space {
 		out.Bytes = u.Bytes
 	}
 	out.Limit = effectiveLimits(sp.Limits, n.cfg.SpaceLimits, n.cfg.Limits.MaxSize)
+	out.Sealed = n.private.get(sp.ID).sealed()
 	return out
 }
 
@@ -185,6 +188,9 @@ func (n *Node) Send(ctx context.Context, space protocol.ID, p Post) (Message, er
 	if err != nil {
 		return Message{}, err
 	}
+	if err := n.sealDraft(&d); err != nil {
+		return Message{}, err
+	}
 	m, err := protocol.Sign(n.key, d, n.cfg.Limits)
 	if err != nil {
 		return Message{}, err
@@ -206,7 +212,7 @@ func (n *Node) Send(ctx context.Context, space protocol.ID, p Post) (Message, er
 	}
 	endSpan(span, nil)
 	n.cfg.Metrics.MessageSent(space.String())
-	return Message{Message: m, Cursor: e.Cursor}, nil
+	return n.openMessage(Message{Message: m, Cursor: e.Cursor}), nil
 }
 
 // checkContent checks the parts of a post every message has.
@@ -267,8 +273,15 @@ const answerOverhead = 256
 func (m Message) AnswerBytes() int { return len(m.Body) + answerOverhead }
 
 // Read returns up to limit messages of a space (or the inbox) after a
-// cursor, in this node's order, and the cursor to continue from.
+// cursor, in this node's order, and the cursor to continue from; a
+// sealed space's are decrypted (sealed.go).
 func (n *Node) Read(space protocol.ID, after store.Cursor, limit int) ([]Message, store.Cursor, error) {
+	ms, next, err := n.readStored(space, after, limit)
+	return n.openAll(ms), next, err
+}
+
+// readStored is Read of the messages as stored (a sealed space's sealed).
+func (n *Node) readStored(space protocol.ID, after store.Cursor, limit int) ([]Message, store.Cursor, error) {
 	entries, next, err := n.store.Read(space, after, limit)
 	if err != nil {
 		return nil, after, err
@@ -302,5 +315,9 @@ func (n *Node) Get(id protocol.ID) (Message, error) {
 	if err != nil {
 		return Message{}, notFound(err, api.CodeNotFound, "no message "+id.String())
 	}
-	return decodeStored(e)
+	m, err := decodeStored(e)
+	if err != nil {
+		return m, err
+	}
+	return n.openMessage(m), nil
 }

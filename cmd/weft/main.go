@@ -59,7 +59,7 @@ func commands() []command {
 		{"peers", "[--json]", "connected peers", runPeers},
 		{"connect", "MULTIADDR", "connect to a peer (multiaddr ending in /p2p/ID)", runConnect},
 		{"join", "NAME [--json] | --invite TOKEN [--json]", "join a space (idempotent); with --invite, a private space by its invite", runJoin},
-		{"create", "NAME [--json]", "make a private (members-only) space owned by this node; prints its ID", runCreate},
+		{"create", "NAME [--sealed] [--json]", "make a private (members-only) space owned by this node, --sealed: content encrypted end to end; prints its ID", runCreate},
 		{"invite", "SPACE [PEER] [--role member|admin] [--expires 24h] [--json]", "print an invite token to a private space (bound to PEER, or for any holder)", runInvite},
 		{"members", "SPACE [--json]", "the members of a private space, with their roles", runMembers},
 		{"remove", "SPACE PEER", "remove a member of a private space: it can no longer post or read what is sent after", runRemove},

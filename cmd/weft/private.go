@@ -43,11 +43,12 @@ func joinInvite(ctx context.Context, e *env, token string, asJSON bool) error {
 func runCreate(ctx context.Context, e *env, args []string) error {
 	fs := e.flags("create")
 	asJSON := fs.Bool("json", false, "print JSON")
+	sealed := fs.Bool("sealed", false, "also encrypt the space's content end to end")
 	pos, err := parse(fs, args, 1)
 	if err != nil {
 		return err
 	}
-	sp, err := e.client().CreatePrivate(ctx, pos[0])
+	sp, err := e.client().CreateSpace(ctx, api.CreateRequest{Name: pos[0], Sealed: *sealed})
 	if err != nil {
 		return err
 	}
@@ -83,6 +84,9 @@ func runInvite(ctx context.Context, e *env, args []string) error {
 	inv, err := e.client().Invite(ctx, pos[0], req)
 	if err != nil {
 		return err
+	}
+	if inv.Sealed && inv.Peer == "" {
+		fmt.Fprintln(e.stderr, "note: this token carries the sealed space's key: whoever holds it can read the space (bind it to a peer: weft invite SPACE PEER)")
 	}
 	if *asJSON {
 		return printJSON(e.stdout, inv)

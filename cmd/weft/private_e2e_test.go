@@ -195,4 +195,18 @@ func TestPrivateMCP(t *testing.T) {
 	}
 	mcpOK(t, mb, "send", map[string]any{"space": "review", "content": map[string]any{"text": "lgtm"}}, nil)
 	a.waitFor("b's message on a", func() bool { return has(texts(a.readJSON("review")), "lgtm") })
+
+	// A sealed one: the same tools, sealed: true.
+	var vault struct {
+		Name, ID string
+		Sealed   bool
+	}
+	mcpOK(t, ma, "create_space", map[string]any{"name": "vault", "sealed": true}, &vault)
+	if !vault.Sealed {
+		t.Fatalf("create_space sealed answered %+v", vault)
+	}
+	mcpOK(t, ma, "invite", map[string]any{"space": "vault", "peer": bID}, &inv)
+	mcpOK(t, mb, "join_invite", map[string]any{"invite": inv.Token}, &joined)
+	mcpOK(t, mb, "send", map[string]any{"space": "vault", "content": map[string]any{"text": "sealed lgtm"}}, nil)
+	a.waitFor("b's sealed message on a", func() bool { return has(texts(a.readJSON("vault")), "sealed lgtm") })
 }

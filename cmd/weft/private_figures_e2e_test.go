@@ -15,10 +15,11 @@ import (
 	"github.com/weftmesh/weft/protocol/api"
 )
 
-// TestPrivateFigures measures what private spaces cost next to an open
-// space, in the same run, with real daemons driven through their sockets:
+// TestPrivateFigures measures what private and sealed spaces cost next to
+// an open space, in the same run, with real daemons driven through their sockets:
 // send latency (A sends, B's event stream sees it) and the catch-up of
-// 10,000 messages by a daemon that was offline. Figures, not assertions:
+// 10,000 messages by a daemon that was offline, then the read of those
+// 10,000 through the API (where a sealed space's are decrypted). Figures, not assertions:
 // run with WEFT_PRIVATE_FIGURES=1 (it takes minutes).
 func TestPrivateFigures(t *testing.T) {
 	if os.Getenv("WEFT_PRIVATE_FIGURES") == "" {
@@ -33,9 +34,11 @@ func TestPrivateFigures(t *testing.T) {
 	b.OK("join", "open-bench")
 	a.OK("create", "priv-bench")
 	b.OK("join", "--invite", strings.TrimSpace(a.OK("invite", "priv-bench", bID)))
-	b.waitFor("b in open-bench's topic", func() bool {
+	a.OK("create", "seal-bench", "--sealed")
+	b.OK("join", "--invite", strings.TrimSpace(a.OK("invite", "seal-bench", bID)))
+	b.waitFor("b in the spaces' topics", func() bool {
 		sps, _ := db.Client.Spaces(context.Background())
-		return len(sps) == 2 && sps[0].Peers > 0 && sps[1].Peers > 0
+		return len(sps) == 3 && sps[0].Peers > 0 && sps[1].Peers > 0 && sps[2].Peers > 0
 	})
 
 	latency := func(space string) (p50, p99 time.Duration) {
@@ -67,7 +70,7 @@ func TestPrivateFigures(t *testing.T) {
 		slices.Sort(ds)
 		return ds[len(ds)/2], ds[len(ds)*99/100]
 	}
-	for _, sp := range []string{"open-bench", "priv-bench", "open-bench", "priv-bench"} {
+	for _, sp := range []string{"open-bench", "priv-bench", "seal-bench", "open-bench", "priv-bench", "seal-bench"} {
 		p50, p99 := latency(sp)
 		t.Logf("send→delivered %-10s p50 %v p99 %v (%d sends)", sp, p50.Round(10*time.Microsecond), p99.Round(10*time.Microsecond), sends)
 	}
@@ -98,7 +101,22 @@ func TestPrivateFigures(t *testing.T) {
 		}
 		wg.Wait()
 	}
-	for _, sp := range []string{"open-bench", "priv-bench"} {
+	readAll := func(c *client.Client, space string) (int, time.Duration) {
+		start := time.Now()
+		n, after := 0, ""
+		for {
+			page, err := c.Read(context.Background(), space, after, 1000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n += len(page.Messages)
+			if len(page.Messages) == 0 || page.Next == "" || page.Next == after {
+				return n, time.Since(start)
+			}
+			after = page.Next
+		}
+	}
+	for _, sp := range []string{"open-bench", "priv-bench", "seal-bench"} {
 		if err := db.Stop(); err != nil {
 			t.Fatal(err)
 		}
@@ -113,6 +131,10 @@ func TestPrivateFigures(t *testing.T) {
 			return n >= want, fmt.Sprintf("%d of %d", n, want)
 		})
 		t.Logf("catch-up %-10s %d messages in %v (from the daemon's start)", sp, catchUp, time.Since(start).Round(time.Millisecond))
+		for range 2 {
+			n, took := readAll(db.Client, sp)
+			t.Logf("read     %-10s %d messages through the API in %v", sp, n, took.Round(time.Millisecond))
+		}
 	}
 	out, _ := os.ReadFile("/proc/loadavg")
 	t.Logf("load average: %s", strings.TrimSpace(string(out)))

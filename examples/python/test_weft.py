@@ -210,6 +210,17 @@ class SpaceTest(DaemonTest):
         poll(lambda: self.id_b not in {m["peer"] for m in self.b.members(name)}, "B to learn of its removal")
         self.assertWeftError(403, "not_member", self.b.send, name, {"text": "after"})
 
+    def test_sealed_space(self) -> None:
+        name = unique("py sealed")
+        sp = self.a.create(name, sealed=True)
+        self.assertTrue(sp["private"] and sp["sealed"])
+        self.b.join_invite(self.a.invite(name, peer=self.id_b, expires="1h"))
+        sent = self.b.send(name, {"text": "sealed from python"}, meta={"k": "v"})
+        self.assertEqual(sent["content"], {"text": "sealed from python"})
+        poll(lambda: any(m["id"] == sent["id"] and m["content"] == {"text": "sealed from python"}
+                         and m["meta"] == {"k": "v"} for m in self.a.read(sp["id"])[0]),
+             "B's sealed message on A, in clear")
+
     def test_join_send_read_follow(self) -> None:
         space = unique("py test ?#%& \u00fc")  # every character here needs escaping in a path
         joined = self.a.join(space)

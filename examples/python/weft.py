@@ -500,9 +500,15 @@ class Client:
 
     # -- private spaces -------------------------------------------------
 
-    def create(self, name: str) -> Dict[str, Any]:
-        """Creates a private (members-only) space owned by this node and returns it."""
-        return self.request("POST", "/v1/private", {"name": name})
+    def create(self, name: str, sealed: bool = False) -> Dict[str, Any]:
+        """Creates a private (members-only) space owned by this node and returns it.
+
+        sealed also encrypts its content end to end (read and send are unchanged).
+        """
+        body = {"name": name}  # type: Dict[str, Any]
+        if sealed:
+            body["sealed"] = True
+        return self.request("POST", "/v1/private", body)
 
     def invite(self, space: str, peer: Optional[str] = None, role: str = "member",
                expires: Optional[str] = None) -> str:

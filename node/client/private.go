@@ -10,8 +10,19 @@ import (
 
 // CreatePrivate makes a members-only space owned by this node.
 func (c *Client) CreatePrivate(ctx context.Context, name string) (api.Space, error) {
+	return c.CreateSpace(ctx, api.CreateRequest{Name: name})
+}
+
+// CreateSealed makes a members-only space owned by this node whose content
+// is encrypted end to end.
+func (c *Client) CreateSealed(ctx context.Context, name string) (api.Space, error) {
+	return c.CreateSpace(ctx, api.CreateRequest{Name: name, Sealed: true})
+}
+
+// CreateSpace makes a members-only space as req says.
+func (c *Client) CreateSpace(ctx context.Context, req api.CreateRequest) (api.Space, error) {
 	var s api.Space
-	return s, c.do(ctx, http.MethodPost, "/v1/private", api.CreateRequest{Name: name}, &s)
+	return s, c.do(ctx, http.MethodPost, "/v1/private", req, &s)
 }
 
 // Invite issues an invite token to a private space (by name or ID).

@@ -44,7 +44,7 @@ func apiMessage(m *protocol.Message, cur store.Cursor) api.Message {
 func apiStored(m node.Message) api.Message { return apiMessage(m.Message, m.Cursor) }
 
 func apiSpace(sp node.Space) api.Space {
-	out := api.Space{ID: sp.ID.String(), Name: sp.Name, JoinedAt: sp.JoinedAt.UTC(), Messages: sp.Messages, Peers: sp.Peers, Bytes: sp.Bytes, Private: sp.Private != nil}
+	out := api.Space{ID: sp.ID.String(), Name: sp.Name, JoinedAt: sp.JoinedAt.UTC(), Messages: sp.Messages, Peers: sp.Peers, Bytes: sp.Bytes, Private: sp.Private != nil, Sealed: sp.Sealed}
 	if l := sp.Limit; !l.IsZero() {
 		out.Limits = &api.SpaceLimits{MaxBytes: l.MaxBytes, MaxSenderBytes: l.MaxSenderBytes, MaxMessageSize: l.MaxMessageSize}
 	}

@@ -92,7 +92,7 @@ type Backend interface {
 	Discover(ctx context.Context, capability string, limit int) ([]agent.Provider, error)
 
 	Serving() node.Serving
-	CreatePrivate(ctx context.Context, name string) (node.Space, error)
+	CreatePrivate(ctx context.Context, name string, sealed bool) (node.Space, error)
 	Invite(ref string, o node.InviteOptions) (member.Invite, string, error)
 	JoinInvite(ctx context.Context, token string) (node.Space, error)
 	Members(ref string) (node.Space, []node.Member, error)

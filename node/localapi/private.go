@@ -17,7 +17,7 @@ func (a *API) createPrivate(w http.ResponseWriter, r *http.Request) {
 	if !decodeBody(w, r, maxSmallBody, &req) {
 		return
 	}
-	sp, err := a.b.CreatePrivate(r.Context(), req.Name)
+	sp, err := a.b.CreatePrivate(r.Context(), req.Name, req.Sealed)
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -53,7 +53,7 @@ func (a *API) invite(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusCreated, api.Invite{Token: tok, Space: inv.Space.String(), Role: string(inv.Role), Peer: inv.Peer,
-		Expires: inv.ExpiresAt().UTC().Format(time.RFC3339)})
+		Expires: inv.ExpiresAt().UTC().Format(time.RFC3339), Sealed: inv.Key != nil})
 }
 
 func (a *API) joinInvite(w http.ResponseWriter, r *http.Request) {
@@ -75,7 +75,7 @@ func (a *API) members(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	out := api.Members{Space: sp.ID.String(), Name: sp.Name, Members: make([]api.Member, 0, len(ms))}
+	out := api.Members{Space: sp.ID.String(), Name: sp.Name, Sealed: sp.Sealed, Members: make([]api.Member, 0, len(ms))}
 	for _, m := range ms {
 		out.Members = append(out.Members, api.Member{Peer: m.Peer.String(), Role: string(m.Role)})
 	}

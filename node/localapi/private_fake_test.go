@@ -13,7 +13,7 @@ import (
 // The fake has no private spaces: the routes are tested against real
 // daemons (cmd/weft's private e2e test).
 
-func (f *fake) CreatePrivate(context.Context, string) (node.Space, error) {
+func (f *fake) CreatePrivate(context.Context, string, bool) (node.Space, error) {
 	return node.Space{}, &node.Error{Code: api.CodeBadRequest, Msg: "fake: no private spaces"}
 }
 

@@ -14,7 +14,8 @@ import (
 
 type (
 	createArgs struct {
-		Name string `json:"name" jsonschema:"the new private space's name (members see it; it is not how outsiders find it)"`
+		Name   string `json:"name" jsonschema:"the new private space's name (members see it; it is not how outsiders find it)"`
+		Sealed bool   `json:"sealed,omitempty" jsonschema:"also encrypt its content end to end: nodes that relay or store it without being members hold only ciphertext, and a removed member cannot read what is sent after its removal"`
 	}
 	inviteArgs struct {
 		Space          string  `json:"space" jsonschema:"a private space's name or ID, which this node owns or administers"`
@@ -34,7 +35,7 @@ func (t *tools) registerPrivate(s *mcp.Server) {
 	writes := &mcp.ToolAnnotations{DestructiveHint: boolPtr(false), OpenWorldHint: boolPtr(true)}
 	local := &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: boolPtr(false)}
 	addTool(s, &mcp.Tool{Name: "create_space", Annotations: writes,
-		Description: "Create a private space: only members it invites can read or post in it, enforced by every node. This node owns it. Answers its name and id; invite others with invite."},
+		Description: "Create a private space: only members it invites can read or post in it, enforced by every node. This node owns it; sealed also encrypts its content end to end. Answers its name and id; invite others with invite."},
 		t.createSpace)
 	addTool(s, &mcp.Tool{Name: "invite", Annotations: writes,
 		Description: "Make an invite token to a private space this node owns or administers, for one peer (peer) or for whoever holds it. Give the token to the invitee, who joins with join_invite; it works while this node is offline, until it expires."},
@@ -48,7 +49,7 @@ func (t *tools) registerPrivate(s *mcp.Server) {
 }
 
 func (t *tools) createSpace(ctx context.Context, in createArgs) (any, error) {
-	sp, err := t.c.CreatePrivate(ctx, in.Name)
+	sp, err := t.c.CreateSpace(ctx, api.CreateRequest{Name: in.Name, Sealed: in.Sealed})
 	if err != nil {
 		return nil, err
 	}

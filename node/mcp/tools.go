@@ -114,10 +114,12 @@ type space struct {
 	ID       string `json:"id"`
 	Messages int    `json:"messages"`
 	Peers    int    `json:"peers"`
+	Private  bool   `json:"private,omitempty"`
+	Sealed   bool   `json:"sealed,omitempty"`
 }
 
 func spaceOf(s api.Space) space {
-	return space{Name: s.Name, ID: s.ID, Messages: s.Messages, Peers: s.Peers}
+	return space{Name: s.Name, ID: s.ID, Messages: s.Messages, Peers: s.Peers, Private: s.Private, Sealed: s.Sealed}
 }
 
 // Arguments of the tools. Fields without omitempty are required.

@@ -75,6 +75,9 @@ type Space struct {
 	Limits *SpaceLimits `json:"limits,omitempty"`
 	// Private is true for a members-only space (see /v1/private).
 	Private bool `json:"private,omitempty"`
+	// Sealed is true for a private space whose content is encrypted end
+	// to end.
+	Sealed bool `json:"sealed,omitempty"`
 	// Sync is what history sync does for the space (GET /v1/status only).
 	Sync *SpaceSync `json:"sync,omitempty"`
 }

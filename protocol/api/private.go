@@ -9,6 +9,8 @@ const (
 // CreateRequest is POST /v1/private: make a members-only space.
 type CreateRequest struct {
 	Name string `json:"name"`
+	// Sealed also encrypts the space's content end to end.
+	Sealed bool `json:"sealed,omitempty"`
 }
 
 // InviteRequest is POST /v1/spaces/{space}/invites.
@@ -25,6 +27,9 @@ type Invite struct {
 	Role    string `json:"role"`
 	Peer    string `json:"peer,omitempty"`
 	Expires string `json:"expires"` // RFC 3339
+	// Sealed: the token carries the sealed space's current key (wrapped to
+	// Peer, or, unbound, in the clear: then the token is a bearer secret).
+	Sealed bool `json:"sealed,omitempty"`
 }
 
 // JoinInviteRequest is POST /v1/join: join a private space by invite.
@@ -42,5 +47,6 @@ type Member struct {
 type Members struct {
 	Space   string   `json:"space"`
 	Name    string   `json:"name"`
+	Sealed  bool     `json:"sealed,omitempty"`
 	Members []Member `json:"members"`
 }

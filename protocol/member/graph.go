@@ -20,6 +20,7 @@ import (
 type Graph struct {
 	space   protocol.ID
 	genesis *protocol.Message
+	sealed  bool
 	nodes   map[protocol.ID]gnode
 	sets    map[string]*ctlSet
 	ctl     map[protocol.ID]ctlMsg
@@ -54,12 +55,14 @@ func setKey(ids []protocol.ID) string {
 // NewGraph starts the graph of the space genesis creates (which must be a
 // valid genesis whose signature the caller has checked).
 func NewGraph(genesis *protocol.Message) (*Graph, error) {
-	if _, err := ParseGenesis(genesis); err != nil {
+	gen, err := ParseGenesis(genesis)
+	if err != nil {
 		return nil, err
 	}
 	g := &Graph{
 		space:   genesis.Space,
 		genesis: genesis,
+		sealed:  gen.Sealed,
 		nodes:   make(map[protocol.ID]gnode),
 		sets:    make(map[string]*ctlSet),
 		ctl:     make(map[protocol.ID]ctlMsg),
@@ -161,9 +164,22 @@ func (g *Graph) Check(m *protocol.Message) (missing []protocol.ID, err error) {
 	if len(missing) > 0 {
 		return missing, nil
 	}
-	_, err = Authorize(g.resolve(s), m)
-	return nil, err
+	if _, err = Authorize(g.resolve(s), m); err != nil {
+		return nil, err
+	}
+	if g.sealed && !IsControl(m) && m.Type != TypeKey {
+		if _, ok := ParseEnvelope(m.Content); !ok {
+			return nil, errorf(ErrMalformed, "a sealed space's message must be sealed (its content is not an envelope)")
+		}
+		if len(m.Meta) > 0 {
+			return nil, errorf(ErrMalformed, "a sealed space's message carries meta in the clear")
+		}
+	}
+	return nil, nil
 }
+
+// Sealed reports whether the space's content is encrypted.
+func (g *Graph) Sealed() bool { return g.sealed }
 
 // StateBefore returns the membership state of the causal past of a
 // message with parents prev, and the parents missing from the graph.

@@ -41,7 +41,8 @@ type Invite struct {
 	Nonce   []byte        `json:"nonce"`
 	Heads   []protocol.ID `json:"heads"`
 	Addrs   []string      `json:"addrs,omitempty"`
-	Genesis []byte        `json:"genesis"` // the genesis's wire encoding
+	Genesis []byte        `json:"genesis"`       // the genesis's wire encoding
+	Key     *InviteKey    `json:"key,omitempty"` // a sealed space's current epoch key
 
 	issuer peer.ID
 }
@@ -105,7 +106,7 @@ func ParseInvite(tok string) (Invite, error) {
 	if err != nil {
 		return inv, errorf(ErrBadInvite, "token signature: %v", err)
 	}
-	if _, err := protocol.ParseObject(body, []string{"v", "space", "issuer", "role", "peer", "expires", "nonce", "heads", "addrs", "genesis"}); err != nil {
+	if _, err := protocol.ParseObject(body, []string{"v", "space", "issuer", "role", "peer", "expires", "nonce", "heads", "addrs", "genesis", "key"}); err != nil {
 		return inv, errorf(ErrBadInvite, "token body: %v", err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))

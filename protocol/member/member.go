@@ -27,6 +27,13 @@
 // causal past (the control messages among its prev closure, applied in
 // a deterministic order: see Resolve). Ordinary messages need a member
 // (any role) as sender.
+//
+// # Sealed spaces
+//
+// A genesis with "sealed" makes a space whose ordinary messages' content
+// and meta are an envelope (sealed.go) under an epoch key; keys reach
+// members wrapped to their identity keys in the genesis, removals and
+// key messages (type "weft.space.key", admins only), and in invites.
 package member
 
 import (
@@ -132,6 +139,8 @@ type Genesis struct {
 	Name   string `json:"name"`
 	Nonce  []byte `json:"nonce"` // base64 in JSON
 	Sealed bool   `json:"sealed,omitempty"`
+	// Keys: in a sealed space, epoch 0's key wrapped to the owner.
+	Keys *KeyShares `json:"keys,omitempty"`
 }
 
 // ParseGenesis checks that m is a valid genesis (of the space it names)
@@ -162,6 +171,9 @@ type Change struct {
 	Peer   string `json:"peer"`
 	Role   Role   `json:"role,omitempty"`
 	Invite string `json:"invite,omitempty"`
+	// Keys: in a sealed space, a removal's new epoch key wrapped to every
+	// remaining member (the rekey is part of the removal).
+	Keys *KeyShares `json:"keys,omitempty"`
 }
 
 // ParseChange reads m's change and checks its shape (not its authority).
@@ -192,6 +204,11 @@ func ParseChange(m *protocol.Message) (Change, peer.ID, error) {
 	case OpRemove:
 	default:
 		return c, "", errorf(ErrMalformed, "unknown op %q", truncate(c.Op, 40))
+	}
+	if c.Keys != nil && c.Op != OpRemove {
+		// Only a removal (by an admin or the owner) rekeys: a member must
+		// not plant an epoch key others would then send in.
+		return c, "", errorf(ErrMalformed, "%s carries keys: only a removal may", c.Op)
 	}
 	return c, p, nil
 }
@@ -261,6 +278,15 @@ func Authorize(s State, m *protocol.Message) (State, error) {
 		return s, errorf(ErrMalformed, "a second genesis")
 	}
 	from := m.Sender()
+	if m.Type == TypeKey {
+		if _, err := ParseKeyMessage(m); err != nil {
+			return s, err
+		}
+		if s.Role(from).Power() < Admin.Power() {
+			return s, errorf(ErrUnauthorized, "%s (role %q) may not share keys", from, s.Role(from))
+		}
+		return s, nil
+	}
 	if m.Type != TypeMember {
 		if !s.IsMember(from) {
 			return s, errorf(ErrUnauthorized, "%s is not a member", from)
