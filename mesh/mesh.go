@@ -61,6 +61,8 @@ type Mesh struct {
 	wg     sync.WaitGroup
 	hookCh chan func(peer.ID, []ma.Multiaddr) // to identifiedLoop, which owns the hooks
 	reach  atomic.Int32                       // network.Reachability, as AutoNAT last found it
+	// gapRepairs counts the sync sessions gap repair asked for.
+	gapRepairs atomic.Int64
 
 	opMu   sync.Mutex // serializes JoinSpace, LeaveSpace and Close
 	mu     sync.RWMutex
@@ -207,6 +209,14 @@ func (m *Mesh) Close() error {
 	}
 	errs = append(errs, m.shutdown())
 	return errors.Join(errs...)
+}
+
+// GossipStats counts what gossipsub did with the messages this node
+// received since it started, and the sync sessions gap repair asked for.
+func (m *Mesh) GossipStats() GossipStats {
+	st := m.tracer.stats()
+	st.GapRepairs = m.gapRepairs.Load()
+	return st
 }
 
 // shutdown stops what New started, in reverse order.

@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"sync"
+	"sync/atomic"
 
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -16,6 +17,29 @@ import (
 type meshTracer struct {
 	mu   sync.Mutex
 	mesh map[string]map[peer.ID]struct{}
+
+	// Counts of what gossipsub did with the messages it received.
+	delivered, duplicates, rejected, queueFull, throttled, undeliverable atomic.Int64
+}
+
+// GossipStats counts what gossipsub did with the messages this node
+// received since it started: copies beyond the first of each message
+// (Duplicates) cost a read and an ID each; messages dropped before
+// validation because its queue was full or its throttle reached
+// (QueueFull, Throttled), or after it because a subscriber's buffer was
+// full (Undeliverable), reach the node only by another copy or by sync.
+// GapRepairs counts the sync sessions gap repair asked for (see
+// repairGap).
+type GossipStats struct {
+	Delivered, Duplicates, Rejected, QueueFull, Throttled, Undeliverable int64
+	GapRepairs                                                           int64
+}
+
+func (t *meshTracer) stats() GossipStats {
+	return GossipStats{
+		Delivered: t.delivered.Load(), Duplicates: t.duplicates.Load(), Rejected: t.rejected.Load(),
+		QueueFull: t.queueFull.Load(), Throttled: t.throttled.Load(), Undeliverable: t.undeliverable.Load(),
+	}
 }
 
 var _ pubsub.RawTracer = (*meshTracer)(nil)
@@ -65,16 +89,29 @@ func (t *meshTracer) OnClosedOutboundStream(p peer.ID) {
 	}
 }
 
+func (t *meshTracer) DeliverMessage(*pubsub.Message)   { t.delivered.Add(1) }
+func (t *meshTracer) DuplicateMessage(*pubsub.Message) { t.duplicates.Add(1) }
+func (t *meshTracer) UndeliverableMessage(*pubsub.Message) {
+	t.undeliverable.Add(1)
+}
+
+func (t *meshTracer) RejectMessage(_ *pubsub.Message, reason string) {
+	switch reason {
+	case pubsub.RejectValidationQueueFull:
+		t.queueFull.Add(1)
+	case pubsub.RejectValidationThrottled:
+		t.throttled.Add(1)
+	default:
+		t.rejected.Add(1)
+	}
+}
+
 // The rest of pubsub.RawTracer is of no interest.
 
 func (*meshTracer) OnNewOutboundStream(peer.ID, protocol.ID) {}
 func (*meshTracer) Join(string)                              {}
 func (*meshTracer) ValidateMessage(*pubsub.Message)          {}
-func (*meshTracer) DeliverMessage(*pubsub.Message)           {}
-func (*meshTracer) RejectMessage(*pubsub.Message, string)    {}
-func (*meshTracer) DuplicateMessage(*pubsub.Message)         {}
 func (*meshTracer) ThrottlePeer(peer.ID)                     {}
 func (*meshTracer) RecvRPC(*pubsub.RPC)                      {}
 func (*meshTracer) SendRPC(*pubsub.RPC, peer.ID)             {}
 func (*meshTracer) DropRPC(*pubsub.RPC, peer.ID)             {}
-func (*meshTracer) UndeliverableMessage(*pubsub.Message)     {}

@@ -29,6 +29,7 @@ func (s spaceSink) Deliver(ctx context.Context, m *protocol.Message) error {
 	endSpan(span, err)
 	if added {
 		s.n.cfg.Metrics.MessageReceived(m.Space.String())
+		s.n.recent.put(m) // for its followers (recent.go)
 	}
 	return err
 }

@@ -275,7 +275,7 @@ func (n *Node) Read(space protocol.ID, after store.Cursor, limit int) ([]Message
 	}
 	out := make([]Message, 0, len(entries))
 	for _, e := range entries {
-		m, err := decodeStored(e)
+		m, err := n.decode(e)
 		if err != nil {
 			return nil, after, err
 		}

@@ -228,6 +228,33 @@ type broadcastRun struct {
 	// the daemons.
 	CPUPerMsgUsMean float64 `json:"cpu_per_msg_us_mean"`
 	CPUPerMsgUsMax  float64 `json:"cpu_per_msg_us_max"`
+	// SyncSessions is the sync sessions the daemons ran in the run (each
+	// counted by both sides), SyncFetched the messages they fetched by
+	// sync rather than gossip (gap repair, spreading): summed over the
+	// daemons.
+	SyncSessions int `json:"sync_sessions"`
+	SyncFetched  int `json:"sync_fetched"`
+}
+
+// syncCounts returns each daemon's sync sessions and messages fetched by
+// sync so far.
+func syncCounts(ctx context.Context, ds []*benchDaemon) (sessions, fetched []int, err error) {
+	for _, d := range ds {
+		n, err := d.c.Node(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		st, err := d.c.Status(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		var s int
+		if n.Sync != nil {
+			s = n.Sync.Sessions
+		}
+		sessions, fetched = append(sessions, s), append(fetched, st.Sync.Received)
+	}
+	return sessions, fetched, nil
 }
 
 func (r *broadcastResult) rows() [][2]string {
@@ -239,7 +266,9 @@ func (r *broadcastResult) rows() [][2]string {
 				fmt.Sprintf("achieved %s/s; publish→arrival %s, max %s ms", fmtCount(run.AchievedPerS), run.Latency, fmtMs(run.Latency.MaxMs))},
 			[2]string{"  lost / stored / CPU", fmt.Sprintf("%s of %s arrivals missing %.0f s after the last send (%d dup, %d send errors); fewest stored by a daemon %s of %s; CPU %.0f µs per received msg per daemon (max %.0f)",
 				fmtCount(float64(run.Lost)), fmtCount(float64(run.Expected)), run.GraceS, run.Duplicates, run.SendErrors,
-				fmtCount(float64(run.StoredMin)), fmtCount(float64(run.Sent)), run.CPUPerMsgUsMean, run.CPUPerMsgUsMax)})
+				fmtCount(float64(run.StoredMin)), fmtCount(float64(run.Sent)), run.CPUPerMsgUsMean, run.CPUPerMsgUsMax)},
+			[2]string{"  sync", fmt.Sprintf("%s sessions (both sides count), %s messages fetched by sync instead of gossip",
+				fmtCount(float64(run.SyncSessions)), fmtCount(float64(run.SyncFetched)))})
 	}
 	return rows
 }
@@ -339,11 +368,15 @@ func broadcastAt(ctx context.Context, b *bench, ds []*benchDaemon, space string,
 		})
 	}
 
+	sess0, fetched0, err := syncCounts(ctx, ds)
+	if err != nil {
+		return run, err
+	}
 	cpu0 := cpuOf(ds)
 	var next, sent, failed atomic.Int64
 	interval := time.Second / time.Duration(rate)
 	start := time.Now().Add(20 * time.Millisecond)
-	err := parallel(pubs*perPub, pubs*perPub, func(w int) error {
+	err = parallel(pubs*perPub, pubs*perPub, func(w int) error {
 		c := ds[w%pubs].client()
 		for {
 			i := int(next.Add(1) - 1)
@@ -378,6 +411,14 @@ func broadcastAt(ctx context.Context, b *bench, ds []*benchDaemon, space string,
 	}
 	_ = waitFor(ctx, b.sizes.bcastGrace, func() bool { return int(arrived.Load()) >= run.Expected })
 	cpu1 := cpuOf(ds)
+	sess1, fetched1, err := syncCounts(ctx, ds)
+	if err != nil {
+		return run, err
+	}
+	for i := range ds {
+		run.SyncSessions += sess1[i] - sess0[i]
+		run.SyncFetched += fetched1[i] - fetched0[i]
+	}
 	run.StoredMin = run.Sent
 	for i, d := range ds {
 		h, err := held(ctx, d, space)
