@@ -13,7 +13,7 @@ import (
 // behind: then gap repair fetches it.
 const inflightTTL = 10 * time.Second
 
-// inflight is the set of a space's messages that gossip accepted (the
+// inflight is the set of messages that gossip accepted (the
 // validator) and the Sink has not finished with: a gap whose missing
 // parent is among them is no gap, the parent only waits in a queue (under
 // load, for longer than gapDelay: each such gap started a sync session

@@ -43,6 +43,7 @@ type Mesh struct {
 	disc      *drouting.RoutingDiscovery
 	ps        *pubsub.PubSub
 	tracer    *meshTracer
+	flight    *inflight // gossip messages accepted, not yet through their Sink
 	guard     *floodGuard  // gossip rate limits and flood penalties
 	board     *scoreBoard  // gossip scores as last read
 	mdns      mdns.Service // nil unless Config.MDNS
@@ -145,7 +146,8 @@ func New(ctx context.Context, key crypto.PrivKey, cfg Config) (_ *Mesh, err erro
 	}
 	m.disc = drouting.NewRoutingDiscovery(m.dht)
 
-	m.tracer = newMeshTracer()
+	m.flight = newInflight(cfg.Now)
+	m.tracer = newMeshTracer(m.flight)
 	m.guard = newFloodGuard(cfg.Rates, cfg.Now, cfg.Logger)
 	m.board = newScoreBoard(cfg.Logger, cfg.Now, m.disconnect)
 	h.Network().Notify(&network.NotifyBundle{ConnectedF: m.closeGraylisted})

@@ -42,7 +42,7 @@ type space struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	gaps   gaps      // waiting for gossip to fill them (see repairGap)
-	flight *inflight // accepted by gossip, not yet through the Sink
+	flight *inflight // the mesh's: accepted by gossip, not yet through the Sink
 }
 
 // JoinSpace subscribes to space's topic, delivering its messages to sink,
@@ -75,8 +75,7 @@ func (m *Mesh) JoinSpace(id protocol.ID, sink Sink) error {
 	if r, ok := sink.(Refusals); ok {
 		refused = func(reason string) { r.Refused(id, reason) }
 	}
-	flight := newInflight(m.now)
-	if err := m.ps.RegisterTopicValidator(name, validator(id, m.h.ID(), m.lim, m.now, m.guard, gate, refused, flight, m.log)); err != nil {
+	if err := m.ps.RegisterTopicValidator(name, validator(id, m.h.ID(), m.lim, m.now, m.guard, gate, refused, m.flight, m.log)); err != nil {
 		return fmt.Errorf("join space %s: validator: %w", id, err)
 	}
 	topic, err := m.ps.Join(name)
@@ -99,7 +98,7 @@ func (m *Mesh) JoinSpace(id protocol.ID, sink Sink) error {
 	// The space's loops live until LeaveSpace or Close, not for any caller's
 	// request, so their context starts afresh.
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &space{id: id, topic: topic, sub: sub, cancel: cancel, flight: flight}
+	s := &space{id: id, topic: topic, sub: sub, cancel: cancel, flight: m.flight}
 	ns := protocol.Rendezvous(id)
 	if m.rdv != nil {
 		ns = m.rdv(id)
@@ -111,7 +110,7 @@ func (m *Mesh) JoinSpace(id protocol.ID, sink Sink) error {
 	}
 	s.wg.Go(func() { m.watchMembers(ctx, s) })
 	if m.sync != nil {
-		m.sync.Join(id, syncSink{sink, flight})
+		m.sync.Join(id, syncSink{sink, m.flight})
 		s.wg.Go(func() { m.syncEvents(ctx, s) })
 		if m.syncEvery > 0 {
 			s.wg.Go(func() { m.syncLoop(ctx, s) })

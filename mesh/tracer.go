@@ -15,11 +15,14 @@ import (
 // by sync, so tests wait for the mesh, not just the subscription. It is
 // called from gossipsub's event loop and only updates a map.
 type meshTracer struct {
-	mu   sync.Mutex
-	mesh map[string]map[peer.ID]struct{}
+	mu     sync.Mutex
+	mesh   map[string]map[peer.ID]struct{}
+	flight *inflight // told of accepted messages gossipsub then drops
 
 	// Counts of what gossipsub did with the messages it received.
 	delivered, duplicates, rejected, queueFull, throttled, undeliverable atomic.Int64
+	// Messages (in RPCs) not sent to a peer: its outbound queue was full.
+	dropped atomic.Int64
 }
 
 // GossipStats counts what gossipsub did with the messages this node
@@ -28,24 +31,27 @@ type meshTracer struct {
 // validation because its queue was full or its throttle reached
 // (QueueFull, Throttled), or after it because a subscriber's buffer was
 // full (Undeliverable), reach the node only by another copy or by sync.
+// SendDropped counts the messages this node did not send (publish or
+// forward) to a peer because that peer's outbound queue was full.
 // GapRepairs counts the sync sessions gap repair asked for (see
 // repairGap).
 type GossipStats struct {
 	Delivered, Duplicates, Rejected, QueueFull, Throttled, Undeliverable int64
-	GapRepairs                                                           int64
+	SendDropped, GapRepairs                                              int64
 }
 
 func (t *meshTracer) stats() GossipStats {
 	return GossipStats{
 		Delivered: t.delivered.Load(), Duplicates: t.duplicates.Load(), Rejected: t.rejected.Load(),
 		QueueFull: t.queueFull.Load(), Throttled: t.throttled.Load(), Undeliverable: t.undeliverable.Load(),
+		SendDropped: t.dropped.Load(),
 	}
 }
 
 var _ pubsub.RawTracer = (*meshTracer)(nil)
 
-func newMeshTracer() *meshTracer {
-	return &meshTracer{mesh: make(map[string]map[peer.ID]struct{})}
+func newMeshTracer(flight *inflight) *meshTracer {
+	return &meshTracer{mesh: make(map[string]map[peer.ID]struct{}), flight: flight}
 }
 
 // peers returns the mesh peers of topic.
@@ -91,8 +97,15 @@ func (t *meshTracer) OnClosedOutboundStream(p peer.ID) {
 
 func (t *meshTracer) DeliverMessage(*pubsub.Message)   { t.delivered.Add(1) }
 func (t *meshTracer) DuplicateMessage(*pubsub.Message) { t.duplicates.Add(1) }
-func (t *meshTracer) UndeliverableMessage(*pubsub.Message) {
+
+// UndeliverableMessage is a message accepted, then dropped because the
+// subscription's buffer was full: it is no longer on its way to the Sink
+// (see inflight), so gap repair and sync fetch it at once.
+func (t *meshTracer) UndeliverableMessage(pm *pubsub.Message) {
 	t.undeliverable.Add(1)
+	if a, ok := pm.ValidatorData.(*accepted); ok {
+		t.flight.done(a.msg.ID)
+	}
 }
 
 func (t *meshTracer) RejectMessage(_ *pubsub.Message, reason string) {
@@ -114,4 +127,8 @@ func (*meshTracer) ValidateMessage(*pubsub.Message)          {}
 func (*meshTracer) ThrottlePeer(peer.ID)                     {}
 func (*meshTracer) RecvRPC(*pubsub.RPC)                      {}
 func (*meshTracer) SendRPC(*pubsub.RPC, peer.ID)             {}
-func (*meshTracer) DropRPC(*pubsub.RPC, peer.ID)             {}
+
+// DropRPC is an RPC not sent to a peer whose outbound queue was full.
+func (t *meshTracer) DropRPC(rpc *pubsub.RPC, _ peer.ID) {
+	t.dropped.Add(int64(len(rpc.GetPublish())))
+}

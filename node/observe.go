@@ -211,7 +211,7 @@ func (n *Node) watchGauges() {
 			return metrics.GossipTotals{
 				Delivered: t.Delivered, Duplicates: t.Duplicates, Rejected: t.Rejected,
 				QueueFull: t.QueueFull, Throttled: t.Throttled, Undeliverable: t.Undeliverable,
-				GapRepairs: t.GapRepairs,
+				GapRepairs: t.GapRepairs, SendDropped: t.SendDropped,
 			}
 		},
 	})

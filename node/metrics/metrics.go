@@ -133,6 +133,7 @@ type SyncTotals struct {
 // since it started (see mesh.GossipStats).
 type GossipTotals struct {
 	Delivered, Duplicates, Rejected, QueueFull, Throttled, Undeliverable, GapRepairs int64
+	SendDropped                                                                      int64
 }
 
 // WatchGauges registers metrics read from g's functions at each scrape (a
@@ -210,6 +211,7 @@ func (m *Metrics) WatchGauges(g Gauges) {
 		} {
 			cnt("gossip_messages_total", help, prometheus.Labels{"result": r.label}, s(r.f))
 		}
+		cnt("gossip_send_dropped_total", "Gossip messages not sent (published or forwarded) to a peer because its outbound queue was full.", nil, s(func(t GossipTotals) int64 { return t.SendDropped }))
 		cnt("gap_repairs_total", "Sync sessions started to fetch the missing parents of a gossiped message (after waiting for gossip to bring them).", nil, s(func(t GossipTotals) int64 { return t.GapRepairs }))
 	}
 }
