@@ -24,12 +24,12 @@ type spaceSink struct{ n *Node }
 
 func (s spaceSink) Deliver(ctx context.Context, m *protocol.Message) error {
 	ctx, span := s.n.messageSpan(ctx, "process", s.n.spaceLabel(m.Space), m)
+	s.n.recent.put(m) // before the store wakes its followers (recent.go)
 	_, added, err := s.n.ingest(ctx, m, "mesh")
 	span.SetAttributes(attribute.Bool("weft.new", added))
 	endSpan(span, err)
 	if added {
 		s.n.cfg.Metrics.MessageReceived(m.Space.String())
-		s.n.recent.put(m) // for its followers (recent.go)
 	}
 	return err
 }

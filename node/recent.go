@@ -14,7 +14,10 @@ import (
 // what serving a follower cost (a message's wire bytes are parsed and its
 // content checked as JSON). Wire bytes are immutable and so is their
 // decoding, so the messages gossip and sync deliver are kept decoded, by
-// ID, for reads to take instead of decoding. What is kept is the message
+// ID, for reads to take instead of decoding. A message is kept before it
+// is stored, since storing it wakes its followers at once; one that is
+// then not stored is never asked for (a read takes a kept message only
+// for a stored entry of the same bytes). What is kept is the message
 // as stored, below anything the read path makes of it (a sealed space's
 // decryption): a reader must not change a message it gets.
 
