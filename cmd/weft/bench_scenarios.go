@@ -196,8 +196,13 @@ type broadcastResult struct {
 	// every other in the space's gossip topic (or the wait of 30 s ended:
 	// then MinTopicPeers is below daemons − 1).
 	MeshS         float64        `json:"mesh_s"`
-	MinTopicPeers int            `json:"min_topic_peers"`
-	Runs          []broadcastRun `json:"runs"`
+	MinTopicPeers int `json:"min_topic_peers"`
+	// SettleS is how long the sync sessions that joining starts took to
+	// end (every daemon syncs with the members it finds), waited for
+	// before the first rate so that its figures are those of a space in
+	// use, not of one being joined (at most 30 s).
+	SettleS float64        `json:"settle_s"`
+	Runs    []broadcastRun `json:"runs"`
 }
 
 // broadcastRun is one rate: publishers send at it for a while, a follower
@@ -236,6 +241,30 @@ type broadcastRun struct {
 	SyncFetched  int `json:"sync_fetched"`
 }
 
+// joinSyncWait is how long after joining a member may start its first
+// sync sessions (mesh.joinSyncDelay, plus a margin).
+const joinSyncWait = 3 * time.Second
+
+// syncSettled waits, up to limit, until joinSyncWait has passed and no
+// daemon has a sync session running, and returns how long that took.
+func syncSettled(ctx context.Context, ds []*benchDaemon, limit time.Duration) (time.Duration, error) {
+	start := time.Now()
+	idle := func() bool {
+		if time.Since(start) < joinSyncWait {
+			return false
+		}
+		for _, d := range ds {
+			n, err := d.c.Node(ctx)
+			if err != nil || n.Sync != nil && n.Sync.Active {
+				return false
+			}
+		}
+		return true
+	}
+	_ = waitFor(ctx, limit, idle) // not settled: measure anyway
+	return time.Since(start), ctx.Err()
+}
+
 // syncCounts returns each daemon's sync sessions and messages fetched by
 // sync so far.
 func syncCounts(ctx context.Context, ds []*benchDaemon) (sessions, fetched []int, err error) {
@@ -259,7 +288,7 @@ func syncCounts(ctx context.Context, ds []*benchDaemon) (sessions, fetched []int
 
 func (r *broadcastResult) rows() [][2]string {
 	rows := [][2]string{{fmt.Sprintf("space of %d daemons: gossip mesh formed", r.Daemons),
-		fmt.Sprintf("%.1f s after joining (fewest topic peers: %d of %d)", r.MeshS, r.MinTopicPeers, r.Daemons-1)}}
+		fmt.Sprintf("%.1f s after joining (fewest topic peers: %d of %d); joining's syncs over %.1f s after", r.MeshS, r.MinTopicPeers, r.Daemons-1, r.SettleS)}}
 	for _, run := range r.Runs {
 		rows = append(rows,
 			[2]string{fmt.Sprintf("%s msg/s target, %d publisher(s) → %d followers", fmtCount(float64(run.TargetPerS)), run.Publishers, r.Daemons),
@@ -287,6 +316,11 @@ func benchBroadcast(ctx context.Context, b *bench, r *broadcastResult) error {
 	}
 	wait, least, err := waitMesh(ctx, ds, space, n-1, 30*time.Second)
 	r.MeshS, r.MinTopicPeers = round(wait.Seconds(), 1), least
+	if err != nil {
+		return err
+	}
+	settle, err := syncSettled(ctx, ds, 30*time.Second)
+	r.SettleS = round(settle.Seconds(), 1)
 	if err != nil {
 		return err
 	}
