@@ -46,9 +46,23 @@ func pubsubOptions(log *slog.Logger) []pubsub.Option {
 		pubsub.WithPeerExchange(true),
 		pubsub.WithFloodPublish(true),
 		pubsub.WithGossipSubParams(gossipParams()),
+		// Room for bursts: gossipsub drops what arrives while its
+		// validation queue is full, and what is to be sent to a peer
+		// whose outbound queue is full (32 each by default, which a
+		// 10-daemon space at 2,000 msg/s overflowed; sync then fetches
+		// the message). A queued message weighs its wire size.
+		pubsub.WithValidateQueueSize(validateQueue),
+		pubsub.WithPeerOutboundQueueSize(peerQueue),
 		pubsub.WithLogger(log.With("component", "gossipsub")),
 	}
 }
+
+// validateQueue and peerQueue are the sizes of gossipsub's validation
+// queue and of each peer's outbound queue (see pubsubOptions).
+const (
+	validateQueue = 256
+	peerQueue     = 128
+)
 
 // gossipParams are gossipsub's defaults with a smaller mesh. A node gets a
 // full copy of each message from every mesh peer that has it first, and
