@@ -56,6 +56,9 @@ func (m *Mesh) repairGap(ctx context.Context, s *space, msg *protocol.Message, f
 	}
 	var missing []protocol.ID
 	for _, p := range msg.Prev {
+		if m.stored.has(p) {
+			continue // one of the last stored: no lookup
+		}
 		if s.flight.has(p) {
 			missing = append(missing, p) // on its way: noted, not looked up
 			continue

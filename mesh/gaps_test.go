@@ -138,3 +138,27 @@ func TestInflight(t *testing.T) {
 		t.Error("a nil inflight has entries")
 	}
 }
+
+// TestStoredRing: the last recentStored IDs added are remembered, the
+// oldest forgotten first.
+func TestStoredRing(t *testing.T) {
+	var r storedRing
+	if r.has(gapID(0)) {
+		t.Fatal("empty ring has an ID")
+	}
+	for i := range recentStored + 1 {
+		r.add(gapID(i))
+	}
+	r.add(gapID(recentStored)) // again: no change
+	if r.has(gapID(0)) {
+		t.Error("the oldest ID is still remembered")
+	}
+	for _, i := range []int{1, recentStored / 2, recentStored} {
+		if !r.has(gapID(i)) {
+			t.Errorf("ID %d forgotten", i)
+		}
+	}
+	if len(r.ids) != recentStored {
+		t.Errorf("%d IDs held, want %d", len(r.ids), recentStored)
+	}
+}

@@ -130,7 +130,8 @@ func TestSyncSinkDeclinesInflight(t *testing.T) {
 	rec := newRecorder()
 	flight := newInflight(time.Now)
 	flight.add(coming.ID)
-	s := syncSink{rec, flight}
+	var stored storedRing
+	s := syncSink{rec, flight, &stored}
 	if err := s.Deliver(t.Context(), coming); !errors.Is(err, ErrDeclined) {
 		t.Errorf("message on its way by gossip: %v, want ErrDeclined", err)
 	}
@@ -139,6 +140,9 @@ func TestSyncSinkDeclinesInflight(t *testing.T) {
 	}
 	if rec.has(coming.ID) || !rec.has(other.ID) {
 		t.Errorf("sink got %v; want only the message not on its way", rec.ids())
+	}
+	if stored.has(coming.ID) || !stored.has(other.ID) {
+		t.Error("gap repair not told of exactly the message the sink took")
 	}
 	flight.done(coming.ID)
 	if err := s.Deliver(t.Context(), coming); err != nil || !rec.has(coming.ID) {

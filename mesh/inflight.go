@@ -77,3 +77,48 @@ func (f *inflight) len() int {
 	defer f.mu.Unlock()
 	return len(f.at)
 }
+
+// recentStored is how many of the messages this node stored last (by
+// gossip, sync or its own publishing) gap repair remembers.
+const recentStored = 4096
+
+// storedRing remembers the IDs of the messages this node stored last, so
+// that gap repair finds most parents without a store lookup (a parent is
+// nearly always one of the last messages of its space). It forgets the
+// oldest first; what it does not know, the store is asked about. Safe for
+// concurrent use; the zero value is ready.
+type storedRing struct {
+	mu   sync.Mutex
+	ids  map[protocol.ID]struct{}
+	ring []protocol.ID
+	next int
+}
+
+// add remembers id as stored.
+func (r *storedRing) add(id protocol.ID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ids == nil {
+		r.ids = make(map[protocol.ID]struct{}, recentStored)
+		r.ring = make([]protocol.ID, 0, recentStored)
+	}
+	if _, ok := r.ids[id]; ok {
+		return
+	}
+	if len(r.ring) < recentStored {
+		r.ring = append(r.ring, id)
+	} else {
+		delete(r.ids, r.ring[r.next])
+		r.ring[r.next] = id
+		r.next = (r.next + 1) % recentStored
+	}
+	r.ids[id] = struct{}{}
+}
+
+// has reports whether id is remembered as stored.
+func (r *storedRing) has(id protocol.ID) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.ids[id]
+	return ok
+}

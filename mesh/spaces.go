@@ -110,7 +110,7 @@ func (m *Mesh) JoinSpace(id protocol.ID, sink Sink) error {
 	}
 	s.wg.Go(func() { m.watchMembers(ctx, s) })
 	if m.sync != nil {
-		m.sync.Join(id, syncSink{sink, m.flight})
+		m.sync.Join(id, syncSink{sink, m.flight, &m.stored})
 		s.wg.Go(func() { m.syncEvents(ctx, s) })
 		if m.syncEvery > 0 {
 			s.wg.Go(func() { m.syncLoop(ctx, s) })
@@ -179,13 +179,18 @@ func (m *Mesh) stopSpace(s *space) error {
 type syncSink struct {
 	Sink
 	flight *inflight
+	stored *storedRing // told of what the Sink took (nil: not told)
 }
 
 func (s syncSink) Deliver(ctx context.Context, msg *protocol.Message) error {
 	if s.flight.has(msg.ID) {
 		return fmt.Errorf("%w: %s is on its way by gossip", ErrDeclined, msg.ID)
 	}
-	return s.Sink.Deliver(ctx, msg)
+	err := s.Sink.Deliver(ctx, msg)
+	if err == nil && s.stored != nil {
+		s.stored.add(msg.ID)
+	}
+	return err
 }
 
 // memberWorkers and strangerWorkers are how many of a space's gossiped
@@ -274,6 +279,9 @@ func (m *Mesh) receiveLoop(ctx context.Context, s *space, sink Sink) {
 // reveals, if any.
 func (m *Mesh) deliver(ctx context.Context, s *space, sink Sink, msg *protocol.Message, from peer.ID) {
 	err := sink.Deliver(ctx, msg)
+	if err == nil {
+		m.stored.add(msg.ID)
+	}
 	s.flight.done(msg.ID)
 	if err != nil {
 		switch {
@@ -312,6 +320,7 @@ func (m *Mesh) Publish(ctx context.Context, msg *protocol.Message) error {
 	if err := s.topic.Publish(ctx, msg.Wire()); err != nil {
 		return fmt.Errorf("publish %s: %w", msg.ID, err)
 	}
+	m.stored.add(msg.ID) // stored by the node before it publishes
 	return nil
 }
 
