@@ -43,8 +43,8 @@ type Mesh struct {
 	disc      *drouting.RoutingDiscovery
 	ps        *pubsub.PubSub
 	tracer    *meshTracer
-	flight    *inflight  // gossip messages accepted, not yet through their Sink
-	stored    storedRing // the messages stored last, for gap repair
+	flight    *inflight    // gossip messages accepted, not yet through their Sink
+	stored    storedRing   // the messages stored last, for gap repair
 	guard     *floodGuard  // gossip rate limits and flood penalties
 	board     *scoreBoard  // gossip scores as last read
 	mdns      mdns.Service // nil unless Config.MDNS

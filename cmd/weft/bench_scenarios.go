@@ -195,8 +195,8 @@ type broadcastResult struct {
 	// MeshS is how long the daemons took, after joining, until each saw
 	// every other in the space's gossip topic (or the wait of 30 s ended:
 	// then MinTopicPeers is below daemons − 1).
-	MeshS         float64        `json:"mesh_s"`
-	MinTopicPeers int `json:"min_topic_peers"`
+	MeshS         float64 `json:"mesh_s"`
+	MinTopicPeers int     `json:"min_topic_peers"`
 	// SettleS is how long the sync sessions that joining starts took to
 	// end (every daemon syncs with the members it finds), waited for
 	// before the first rate so that its figures are those of a space in
