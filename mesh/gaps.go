@@ -2,7 +2,6 @@ package mesh
 
 import (
 	"context"
-	"slices"
 	"sync"
 	"time"
 
@@ -14,12 +13,19 @@ import (
 // Gap repair. A gossiped message whose parent this node lacks reveals a
 // gap, but usually not a real one: gossip brings a busy space's messages
 // out of order (and the receive workers store them concurrently), so the
-// parent arrives milliseconds later. Starting a sync at once for each such
-// message made a sync storm at 500 msg/s: ~150 sessions per daemon in
-// 20 s, colliding with each other ("peer busy"). So a gap waits gapDelay
-// for its parents; only those still missing then start a repair, with
-// each peer that relayed a child of theirs (Trigger runs one session per
-// peer and space at a time, and this node's sessions of a space queue).
+// parent arrives milliseconds later, or has arrived and waits in a queue
+// for the store. Starting a sync at once for each such message made a
+// sync storm at 500 msg/s: ~150 sessions per daemon in 20 s, colliding
+// with each other ("peer busy"); waiting a fixed gapDelay still made
+// ~1,200 sessions in 10 s in a 10-daemon space at 100 msg/s once the
+// daemons were loaded enough for a message to wait longer than that in
+// their queues, and each session that fetched something spread to three
+// more members. So a gap waits gapDelay for its parents; a parent that
+// gossip has accepted and not yet stored (see inflight) is waited for
+// again; of those still missing, one check repairs from one peer, the
+// relay of the first (Trigger runs one session per peer and space at a
+// time), and leaves those relayed by other peers for the next check, in
+// case that session does not bring them.
 
 // gapDelay is how long a gap waits for gossip to bring the missing parents.
 const gapDelay = 300 * time.Millisecond
@@ -42,14 +48,21 @@ type gapParent struct {
 }
 
 // repairGap notes msg's missing parents, if any, and arms the space's gap
-// check: after gapDelay, parents still missing make one repair session.
-// It runs on the space's receive workers, so s.wg is in use and may grow.
+// check (see checkGap). It runs on the space's receive workers, so s.wg
+// is in use and may grow.
 func (m *Mesh) repairGap(ctx context.Context, s *space, msg *protocol.Message, from peer.ID) {
 	if m.sync == nil {
 		return
 	}
 	var missing []protocol.ID
 	for _, p := range msg.Prev {
+		if m.stored.has(p) {
+			continue // one of the last stored: no lookup
+		}
+		if s.flight.has(p) {
+			missing = append(missing, p) // on its way: noted, not looked up
+			continue
+		}
 		if has, err := m.history.Has(p); err == nil && !has {
 			missing = append(missing, p)
 		}
@@ -57,22 +70,34 @@ func (m *Mesh) repairGap(ctx context.Context, s *space, msg *protocol.Message, f
 	if len(missing) == 0 {
 		return
 	}
-	g := &s.gaps
-	if !g.note(missing, from) {
+	if !s.gaps.note(missing, from) {
 		return // armed already: its check will see these too
 	}
-	s.wg.Go(func() {
-		t := time.NewTimer(gapDelay)
-		defer t.Stop()
+	s.wg.Go(func() { m.checkGap(ctx, s) })
+}
+
+// checkGap waits gapDelay, then repairs the space's gap from one peer (see
+// gapCheck), and again while parents are left to wait for or to ask
+// other peers for.
+func (m *Mesh) checkGap(ctx context.Context, s *space) {
+	t := time.NewTimer(gapDelay)
+	defer t.Stop()
+	for {
 		select {
 		case <-t.C:
 		case <-ctx.Done():
 			return
 		}
-		for _, p := range stillMissing(g.take(), m.history.Has) {
+		p, again := s.gaps.check(m.history.Has, s.flight.has)
+		if p != "" {
+			m.gapRepairs.Add(1)
 			m.sync.Trigger(p, s.id)
 		}
-	})
+		if !again {
+			return
+		}
+		t.Reset(gapDelay)
+	}
 }
 
 // note records missing parents relayed by from and reports whether the
@@ -90,29 +115,40 @@ func (g *gaps) note(missing []protocol.ID, from peer.ID) (arm bool) {
 	return arm
 }
 
-// take returns the parents noted and disarms the check.
-func (g *gaps) take() []gapParent {
+// check sorts the parents noted: those stored since are dropped; those
+// still on their way (coming) are kept, to wait for once more; of those
+// neither stored nor coming, the first one's relay is the peer to repair
+// from, the others it relayed are dropped (its session will fetch them if
+// it has them), and those other peers relayed are kept for the next check.
+// again reports that something is kept: the check stays armed. Parents
+// noted meanwhile join the next check.
+func (g *gaps) check(has func(protocol.ID) (bool, error), coming func(protocol.ID) bool) (repair peer.ID, again bool) {
 	g.mu.Lock()
-	defer g.mu.Unlock()
 	pending := g.missing
-	g.missing, g.armed = nil, false
-	return pending
-}
+	g.missing = nil
+	g.mu.Unlock()
 
-// stillMissing returns the peers to repair from, each once: the relays of
-// the parents that have still not arrived, in the order noted. (One of
-// them may lack the parent too: the relay of a child need not hold its
-// parent, so asking only the first left gaps open until the next
-// periodic sync.)
-func stillMissing(pending []gapParent, has func(protocol.ID) (bool, error)) []peer.ID {
-	var peers []peer.ID
+	var keep []gapParent
 	for _, p := range pending {
-		if slices.Contains(peers, p.from) {
+		if ok, err := has(p.id); err != nil || ok {
 			continue
 		}
-		if ok, err := has(p.id); err == nil && !ok {
-			peers = append(peers, p.from)
+		switch {
+		case coming(p.id):
+			keep = append(keep, p)
+		case repair == "":
+			repair = p.from
+		case p.from != repair:
+			keep = append(keep, p)
 		}
 	}
-	return peers
+
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.missing = append(keep, g.missing...)
+	if len(g.missing) > maxGapParents {
+		g.missing = g.missing[:maxGapParents]
+	}
+	g.armed = len(g.missing) > 0
+	return repair, g.armed
 }

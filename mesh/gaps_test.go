@@ -4,51 +4,161 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/weftmesh/weft/protocol"
 )
 
+func gapID(i int) protocol.ID { return protocol.SpaceID(fmt.Sprint("msg", i)) }
+
 // TestGapsCoalesce: gaps noted while a check is armed join it (one check,
 // so one repair session at most, per space); parents that arrived by the
-// check start nothing; the first still missing names the peer to repair
-// from; the records are bounded.
+// check start nothing and disarm it; the records are bounded.
 func TestGapsCoalesce(t *testing.T) {
 	var g gaps
-	id := func(i int) protocol.ID { return protocol.SpaceID(fmt.Sprint("msg", i)) }
-	if !g.note([]protocol.ID{id(1)}, "p1") {
+	if !g.note([]protocol.ID{gapID(1)}, "p1") {
 		t.Fatal("first gap did not arm the check")
 	}
 	for i := 2; i < 10; i++ {
-		if g.note([]protocol.ID{id(i)}, peer.ID(fmt.Sprint("p", i))) {
+		if g.note([]protocol.ID{gapID(i)}, peer.ID(fmt.Sprint("p", i))) {
 			t.Fatalf("gap %d armed a second check", i)
 		}
 	}
-	pending := g.take()
-	if len(pending) != 9 {
-		t.Fatalf("%d parents noted, want 9", len(pending))
+	if len(g.missing) != 9 {
+		t.Fatalf("%d parents noted, want 9", len(g.missing))
 	}
 	arrived := func(protocol.ID) (bool, error) { return true, nil }
-	if ps := stillMissing(pending, arrived); len(ps) != 0 {
-		t.Errorf("every parent arrived, yet repair from %v", ps)
+	notComing := func(protocol.ID) bool { return false }
+	if p, again := g.check(arrived, notComing); p != "" || again {
+		t.Errorf("every parent arrived, yet repair from %q (again %v)", p, again)
 	}
-	lacks := func(x protocol.ID) (bool, error) { return x != id(3) && x != id(5) && x != id(6), nil }
-	g.note([]protocol.ID{id(6)}, "p3") // a second parent relayed by p3
-	pending = append(pending, g.take()...)
-	if ps := stillMissing(pending, lacks); !slices.Equal(ps, []peer.ID{"p3", "p5", "p6"}) {
-		t.Errorf("repair from %v, want [p3 p5 p6] (each relay of a parent still missing, once)", ps)
+	if !g.note([]protocol.ID{gapID(1)}, "p1") {
+		t.Error("after a check with nothing left, a new gap did not arm the check")
 	}
-	if !g.note([]protocol.ID{id(1)}, "p1") {
-		t.Error("after take, a new gap did not arm the check")
-	}
-	g.take()
+	g.check(arrived, notComing)
 	many := make([]protocol.ID, 2*maxGapParents)
 	for i := range many {
-		many[i] = id(i)
+		many[i] = gapID(i)
 	}
 	g.note(many, "p")
-	if n := len(g.take()); n != maxGapParents {
+	if n := len(g.missing); n != maxGapParents {
 		t.Errorf("%d parents kept, want at most %d", n, maxGapParents)
+	}
+}
+
+// TestGapsOnePeerPerCheck: each check repairs from one peer, the relay of
+// the first parent neither stored nor on its way; parents it relayed are
+// left to its session, those of other relays wait for the next check, so
+// every relay of a parent still missing is asked in turn (the relay of a
+// child need not hold its parent), each once, and then the check stops.
+func TestGapsOnePeerPerCheck(t *testing.T) {
+	var g gaps
+	lacks := func(x protocol.ID) (bool, error) { return x == gapID(2), nil } // 2 arrived
+	notComing := func(protocol.ID) bool { return false }
+	g.note([]protocol.ID{gapID(1)}, "p1")
+	g.note([]protocol.ID{gapID(2)}, "p2")
+	g.note([]protocol.ID{gapID(3)}, "p3")
+	g.note([]protocol.ID{gapID(4)}, "p1")
+	g.note([]protocol.ID{gapID(5)}, "p5")
+	var asked []peer.ID
+	for range 10 {
+		p, again := g.check(lacks, notComing)
+		if p != "" {
+			asked = append(asked, p)
+		}
+		if !again {
+			break
+		}
+	}
+	if want := []peer.ID{"p1", "p3", "p5"}; !slices.Equal(asked, want) {
+		t.Errorf("repaired from %v, want %v (one per check, each relay of a missing parent once)", asked, want)
+	}
+	if g.armed || len(g.missing) != 0 {
+		t.Errorf("check still armed (%v) with %d parents after asking every relay", g.armed, len(g.missing))
+	}
+}
+
+// TestGapsWaitForComing: a missing parent that gossip has accepted and the
+// store not yet taken starts no repair: it is waited for, check after
+// check, and the gap closes without a session once it is stored. One that
+// stops coming (dropped on its way) is then repaired.
+func TestGapsWaitForComing(t *testing.T) {
+	var g gaps
+	stored := false
+	has := func(protocol.ID) (bool, error) { return stored, nil }
+	coming := true
+	isComing := func(protocol.ID) bool { return coming }
+	g.note([]protocol.ID{gapID(1)}, "p1")
+	for i := range 3 {
+		if p, again := g.check(has, isComing); p != "" || !again {
+			t.Fatalf("check %d: repair from %q, again %v; want none, again (the parent is on its way)", i, p, again)
+		}
+	}
+	coming = false
+	if p, _ := g.check(has, isComing); p != "p1" {
+		t.Fatalf("parent no longer coming nor stored: repair from %q, want p1", p)
+	}
+	g.note([]protocol.ID{gapID(1)}, "p1")
+	coming, stored = true, false
+	g.check(has, isComing)
+	stored = true
+	if p, again := g.check(has, isComing); p != "" || again {
+		t.Errorf("parent stored: repair from %q, again %v; want nothing", p, again)
+	}
+}
+
+// TestInflight: accepted messages are on their way until done, and for
+// inflightTTL at most.
+func TestInflight(t *testing.T) {
+	now := time.Unix(1000, 0)
+	f := newInflight(func() time.Time { return now })
+	f.add(gapID(1))
+	f.add(gapID(2))
+	if !f.has(gapID(1)) || !f.has(gapID(2)) || f.has(gapID(3)) {
+		t.Fatal("has does not match what was added")
+	}
+	f.done(gapID(1))
+	if f.has(gapID(1)) {
+		t.Error("done, yet still on its way")
+	}
+	now = now.Add(inflightTTL)
+	if f.has(gapID(2)) {
+		t.Error("never done, yet on its way after inflightTTL")
+	}
+	f.add(gapID(3)) // sweeps what expired
+	if f.len() != 1 {
+		t.Errorf("%d entries after a sweep, want 1", f.len())
+	}
+	var nilf *inflight
+	nilf.add(gapID(1))
+	nilf.done(gapID(1))
+	if nilf.has(gapID(1)) {
+		t.Error("a nil inflight has entries")
+	}
+}
+
+// TestStoredRing: the last recentStored IDs added are remembered, the
+// oldest forgotten first.
+func TestStoredRing(t *testing.T) {
+	var r storedRing
+	if r.has(gapID(0)) {
+		t.Fatal("empty ring has an ID")
+	}
+	for i := range recentStored + 1 {
+		r.add(gapID(i))
+	}
+	r.add(gapID(recentStored)) // again: no change
+	if r.has(gapID(0)) {
+		t.Error("the oldest ID is still remembered")
+	}
+	for _, i := range []int{1, recentStored / 2, recentStored} {
+		if !r.has(gapID(i)) {
+			t.Errorf("ID %d forgotten", i)
+		}
+	}
+	if len(r.ids) != recentStored {
+		t.Errorf("%d IDs held, want %d", len(r.ids), recentStored)
 	}
 }

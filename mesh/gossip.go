@@ -45,8 +45,39 @@ func pubsubOptions(log *slog.Logger) []pubsub.Option {
 		pubsub.WithMaxMessageSize(maxRPCSize),
 		pubsub.WithPeerExchange(true),
 		pubsub.WithFloodPublish(true),
+		pubsub.WithGossipSubParams(gossipParams()),
+		// Room for bursts: gossipsub drops what arrives while its
+		// validation queue is full, and what is to be sent to a peer
+		// whose outbound queue is full (32 each by default, which a
+		// 10-daemon space at 2,000 msg/s overflowed; sync then fetches
+		// the message). A queued message weighs its wire size.
+		pubsub.WithValidateQueueSize(validateQueue),
+		pubsub.WithPeerOutboundQueueSize(peerQueue),
 		pubsub.WithLogger(log.With("component", "gossipsub")),
 	}
+}
+
+// validateQueue and peerQueue are the sizes of gossipsub's validation
+// queue and of each peer's outbound queue (see pubsubOptions).
+const (
+	validateQueue = 256
+	peerQueue     = 128
+)
+
+// gossipParams are gossipsub's defaults with a smaller mesh. A node gets a
+// full copy of each message from every mesh peer that has it first, and
+// reads, decrypts and checks each copy's ID; with the default degree
+// bounds (D 6, Dhi 12) every member of a space of up to 13 nodes was in
+// every other's mesh, so a node of a 10-node space took 8–9 copies of each
+// message (its publisher floods it to all of them besides). D 4 with Dhi 6
+// keeps a mesh connected (each node still has at least Dlo 3 mesh peers
+// after a prune, the publisher's flood reaches every subscriber it knows)
+// at about half the copies. Dout and Dscore are scaled down with D, as
+// gossipsub requires (Dout < Dlo, Dout ≤ D/2, Dscore ≤ D).
+func gossipParams() pubsub.GossipSubParams {
+	p := pubsub.DefaultGossipSubParams()
+	p.D, p.Dlo, p.Dhi, p.Dscore, p.Dout = 4, 3, 6, 2, 1
+	return p
 }
 
 // gossipID is the gossipsub message ID of a weft wire message: its weft ID
@@ -130,7 +161,10 @@ type Refusals interface {
 //
 // refused, if not nil, is told why each message from a peer was not
 // accepted (see Refusals).
-func validator(space protocol.ID, self peer.ID, lim protocol.Limits, now func() time.Time, g *floodGuard, gate Gate, refused func(reason string), log *slog.Logger) pubsub.ValidatorEx {
+//
+// Each message accepted is noted in fl (if not nil) as on its way to the
+// Sink, for gap repair (see inflight).
+func validator(space protocol.ID, self peer.ID, lim protocol.Limits, now func() time.Time, g *floodGuard, gate Gate, refused func(reason string), fl *inflight, log *slog.Logger) pubsub.ValidatorEx {
 	if refused == nil {
 		refused = func(string) {}
 	}
@@ -175,6 +209,7 @@ func validator(space protocol.ID, self peer.ID, lim protocol.Limits, now func() 
 			}
 		}
 		pm.ValidatorData = &accepted{msg: msg, known: known}
+		fl.add(msg.ID)
 		return pubsub.ValidationAccept
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
@@ -78,8 +79,9 @@ func TestValidator(t *testing.T) {
 	space := protocol.SpaceID("test/validator")
 	key, _, _ := crypto.GenerateEd25519Key(rand.Reader)
 	var reasons []string
+	flight := newInflight(time.Now)
 	val := validator(space, "self", smallLimits, time.Now, newFloodGuard(DefaultRateLimits(), time.Now, slog.New(slog.DiscardHandler)), nil,
-		func(r string) { reasons = append(reasons, r) }, slog.New(slog.DiscardHandler))
+		func(r string) { reasons = append(reasons, r) }, flight, slog.New(slog.DiscardHandler))
 
 	good := sign(t, key, space, "fine", nil)
 	pm := &pubsub.Message{Message: &pb.Message{Data: good.Encode()}}
@@ -110,6 +112,41 @@ func TestValidator(t *testing.T) {
 		if pm.ValidatorData != nil {
 			t.Errorf("%s: ValidatorData set on a refused message", tc.name)
 		}
+	}
+	// Only the accepted message is on its way to the Sink (gap repair
+	// waits for it rather than fetching it).
+	if !flight.has(good.ID) || flight.len() != 1 {
+		t.Errorf("in flight: %d messages, the accepted one %v; want it alone", flight.len(), flight.has(good.ID))
+	}
+}
+
+// TestSyncSinkDeclinesInflight: a message sync fetches while gossip has it
+// on its way to the Sink is declined (not news: neither spread nor asked
+// for its parents); any other goes to the Sink.
+func TestSyncSinkDeclinesInflight(t *testing.T) {
+	key, _, _ := crypto.GenerateEd25519Key(rand.Reader)
+	space := protocol.SpaceID("test/syncsink")
+	coming, other := sign(t, key, space, "coming", nil), sign(t, key, space, "other", nil)
+	rec := newRecorder()
+	flight := newInflight(time.Now)
+	flight.add(coming.ID)
+	var stored storedRing
+	s := syncSink{rec, flight, &stored}
+	if err := s.Deliver(t.Context(), coming); !errors.Is(err, ErrDeclined) {
+		t.Errorf("message on its way by gossip: %v, want ErrDeclined", err)
+	}
+	if err := s.Deliver(t.Context(), other); err != nil {
+		t.Fatal(err)
+	}
+	if rec.has(coming.ID) || !rec.has(other.ID) {
+		t.Errorf("sink got %v; want only the message not on its way", rec.ids())
+	}
+	if stored.has(coming.ID) || !stored.has(other.ID) {
+		t.Error("gap repair not told of exactly the message the sink took")
+	}
+	flight.done(coming.ID)
+	if err := s.Deliver(t.Context(), coming); err != nil || !rec.has(coming.ID) {
+		t.Errorf("once gossip is done with it: %v", err)
 	}
 }
 

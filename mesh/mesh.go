@@ -43,6 +43,8 @@ type Mesh struct {
 	disc      *drouting.RoutingDiscovery
 	ps        *pubsub.PubSub
 	tracer    *meshTracer
+	flight    *inflight    // gossip messages accepted, not yet through their Sink
+	stored    storedRing   // the messages stored last, for gap repair
 	guard     *floodGuard  // gossip rate limits and flood penalties
 	board     *scoreBoard  // gossip scores as last read
 	mdns      mdns.Service // nil unless Config.MDNS
@@ -61,6 +63,8 @@ type Mesh struct {
 	wg     sync.WaitGroup
 	hookCh chan func(peer.ID, []ma.Multiaddr) // to identifiedLoop, which owns the hooks
 	reach  atomic.Int32                       // network.Reachability, as AutoNAT last found it
+	// gapRepairs counts the sync sessions gap repair asked for.
+	gapRepairs atomic.Int64
 
 	opMu   sync.Mutex // serializes JoinSpace, LeaveSpace and Close
 	mu     sync.RWMutex
@@ -143,7 +147,8 @@ func New(ctx context.Context, key crypto.PrivKey, cfg Config) (_ *Mesh, err erro
 	}
 	m.disc = drouting.NewRoutingDiscovery(m.dht)
 
-	m.tracer = newMeshTracer()
+	m.flight = newInflight(cfg.Now)
+	m.tracer = newMeshTracer(m.flight)
 	m.guard = newFloodGuard(cfg.Rates, cfg.Now, cfg.Logger)
 	m.board = newScoreBoard(cfg.Logger, cfg.Now, m.disconnect)
 	h.Network().Notify(&network.NotifyBundle{ConnectedF: m.closeGraylisted})
@@ -207,6 +212,14 @@ func (m *Mesh) Close() error {
 	}
 	errs = append(errs, m.shutdown())
 	return errors.Join(errs...)
+}
+
+// GossipStats counts what gossipsub did with the messages this node
+// received since it started, and the sync sessions gap repair asked for.
+func (m *Mesh) GossipStats() GossipStats {
+	st := m.tracer.stats()
+	st.GapRepairs = m.gapRepairs.Load()
+	return st
 }
 
 // shutdown stops what New started, in reverse order.

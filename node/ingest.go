@@ -24,6 +24,7 @@ type spaceSink struct{ n *Node }
 
 func (s spaceSink) Deliver(ctx context.Context, m *protocol.Message) error {
 	ctx, span := s.n.messageSpan(ctx, "process", s.n.spaceLabel(m.Space), m)
+	s.n.recent.put(m) // before the store wakes its followers (recent.go)
 	_, added, err := s.n.ingest(ctx, m, "mesh")
 	span.SetAttributes(attribute.Bool("weft.new", added))
 	endSpan(span, err)

@@ -65,6 +65,7 @@ type Node struct {
 	trust      *policy.TrustList // who may call the handlers that allow "trusted"
 	gate       *policy.Gate      // the inbox's DM policy
 	inboxCount inboxCount
+	recent     recentCache // received messages, decoded (recent.go)
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup

@@ -206,6 +206,14 @@ func (n *Node) watchGauges() {
 				MessagesSent: t.Sent, MessagesReceived: t.Received,
 			}
 		},
+		Gossip: func() metrics.GossipTotals {
+			t := n.mesh.GossipStats()
+			return metrics.GossipTotals{
+				Delivered: t.Delivered, Duplicates: t.Duplicates, Rejected: t.Rejected,
+				QueueFull: t.QueueFull, Throttled: t.Throttled, Undeliverable: t.Undeliverable,
+				GapRepairs: t.GapRepairs, SendDropped: t.SendDropped,
+			}
+		},
 	})
 }
 

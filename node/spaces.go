@@ -288,7 +288,7 @@ func (n *Node) readStored(space protocol.ID, after store.Cursor, limit int) ([]M
 	}
 	out := make([]Message, 0, len(entries))
 	for _, e := range entries {
-		m, err := decodeStored(e)
+		m, err := n.decode(e)
 		if err != nil {
 			return nil, after, err
 		}

@@ -71,6 +71,28 @@ func quickSizes() benchSizes {
 	}
 }
 
+// setBroadcast sets the broadcast scenario's rates (comma-separated
+// msg/s) and daemons, where given (not "" or 0).
+func (s *benchSizes) setBroadcast(rates string, daemons int) error {
+	if rates != "" {
+		s.bcastRates = nil
+		for f := range strings.SplitSeq(rates, ",") {
+			r, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || r <= 0 {
+				return fmt.Errorf("--broadcast-rates: %q is not a positive number of messages per second", f)
+			}
+			s.bcastRates = append(s.bcastRates, r)
+		}
+	}
+	switch {
+	case daemons < 0 || daemons == 1:
+		return fmt.Errorf("--broadcast-daemons: %d: at least 2 are needed", daemons)
+	case daemons > 0:
+		s.bcastDaemons = daemons
+	}
+	return nil
+}
+
 // benchScenario is one scenario: its name (for --scenarios and the JSON),
 // and the function that runs it and stores its result in the report.
 type benchScenario struct {
@@ -167,6 +189,8 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	}
 	pick := fs.String("scenarios", "", "comma-separated scenarios to run (default all): "+strings.Join(names, ", ")+"; or their numbers 1–7")
 	profile := fs.String("profile", "", "profile every daemon into `DIR`/<daemon>/ (weft daemon --profile: cpu.pprof, heap.pprof at its stop)")
+	rates := fs.String("broadcast-rates", "", "the broadcast scenario's rates, comma-separated `MSG/S` (default 100,500,2000; with --quick 100)")
+	bdaemons := fs.Int("broadcast-daemons", 0, "the broadcast scenario's daemons (default 10; with --quick 3)")
 	if _, err := parse(fs, args, 0); err != nil {
 		return err
 	}
@@ -181,6 +205,9 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	sizes := fullSizes()
 	if *quick {
 		sizes = quickSizes()
+	}
+	if err := sizes.setBroadcast(*rates, *bdaemons); err != nil {
+		return err
 	}
 	t0 := time.Now()
 	r := &benchReport{Version: version.String(), Quick: *quick, Started: t0.UTC().Truncate(time.Second), CPUs: runtime.NumCPU()}

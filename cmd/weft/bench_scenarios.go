@@ -195,9 +195,14 @@ type broadcastResult struct {
 	// MeshS is how long the daemons took, after joining, until each saw
 	// every other in the space's gossip topic (or the wait of 30 s ended:
 	// then MinTopicPeers is below daemons − 1).
-	MeshS         float64        `json:"mesh_s"`
-	MinTopicPeers int            `json:"min_topic_peers"`
-	Runs          []broadcastRun `json:"runs"`
+	MeshS         float64 `json:"mesh_s"`
+	MinTopicPeers int     `json:"min_topic_peers"`
+	// SettleS is how long the sync sessions that joining starts took to
+	// end (every daemon syncs with the members it finds), waited for
+	// before the first rate so that its figures are those of a space in
+	// use, not of one being joined (at most 30 s).
+	SettleS float64        `json:"settle_s"`
+	Runs    []broadcastRun `json:"runs"`
 }
 
 // broadcastRun is one rate: publishers send at it for a while, a follower
@@ -228,18 +233,71 @@ type broadcastRun struct {
 	// the daemons.
 	CPUPerMsgUsMean float64 `json:"cpu_per_msg_us_mean"`
 	CPUPerMsgUsMax  float64 `json:"cpu_per_msg_us_max"`
+	// SyncSessions is the sync sessions the daemons ran in the run (each
+	// counted by both sides), SyncFetched the messages they fetched by
+	// sync rather than gossip (gap repair, spreading): summed over the
+	// daemons.
+	SyncSessions int `json:"sync_sessions"`
+	SyncFetched  int `json:"sync_fetched"`
+}
+
+// joinSyncWait is how long after joining a member may start its first
+// sync sessions (mesh.joinSyncDelay, plus a margin).
+const joinSyncWait = 3 * time.Second
+
+// syncSettled waits, up to limit, until joinSyncWait has passed and no
+// daemon has a sync session running, and returns how long that took.
+func syncSettled(ctx context.Context, ds []*benchDaemon, limit time.Duration) (time.Duration, error) {
+	start := time.Now()
+	idle := func() bool {
+		if time.Since(start) < joinSyncWait {
+			return false
+		}
+		for _, d := range ds {
+			n, err := d.c.Node(ctx)
+			if err != nil || n.Sync != nil && n.Sync.Active {
+				return false
+			}
+		}
+		return true
+	}
+	_ = waitFor(ctx, limit, idle) // not settled: measure anyway
+	return time.Since(start), ctx.Err()
+}
+
+// syncCounts returns each daemon's sync sessions and messages fetched by
+// sync so far.
+func syncCounts(ctx context.Context, ds []*benchDaemon) (sessions, fetched []int, err error) {
+	for _, d := range ds {
+		n, err := d.c.Node(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		st, err := d.c.Status(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		var s int
+		if n.Sync != nil {
+			s = n.Sync.Sessions
+		}
+		sessions, fetched = append(sessions, s), append(fetched, st.Sync.Received)
+	}
+	return sessions, fetched, nil
 }
 
 func (r *broadcastResult) rows() [][2]string {
 	rows := [][2]string{{fmt.Sprintf("space of %d daemons: gossip mesh formed", r.Daemons),
-		fmt.Sprintf("%.1f s after joining (fewest topic peers: %d of %d)", r.MeshS, r.MinTopicPeers, r.Daemons-1)}}
+		fmt.Sprintf("%.1f s after joining (fewest topic peers: %d of %d); joining's syncs over %.1f s after", r.MeshS, r.MinTopicPeers, r.Daemons-1, r.SettleS)}}
 	for _, run := range r.Runs {
 		rows = append(rows,
 			[2]string{fmt.Sprintf("%s msg/s target, %d publisher(s) → %d followers", fmtCount(float64(run.TargetPerS)), run.Publishers, r.Daemons),
 				fmt.Sprintf("achieved %s/s; publish→arrival %s, max %s ms", fmtCount(run.AchievedPerS), run.Latency, fmtMs(run.Latency.MaxMs))},
 			[2]string{"  lost / stored / CPU", fmt.Sprintf("%s of %s arrivals missing %.0f s after the last send (%d dup, %d send errors); fewest stored by a daemon %s of %s; CPU %.0f µs per received msg per daemon (max %.0f)",
 				fmtCount(float64(run.Lost)), fmtCount(float64(run.Expected)), run.GraceS, run.Duplicates, run.SendErrors,
-				fmtCount(float64(run.StoredMin)), fmtCount(float64(run.Sent)), run.CPUPerMsgUsMean, run.CPUPerMsgUsMax)})
+				fmtCount(float64(run.StoredMin)), fmtCount(float64(run.Sent)), run.CPUPerMsgUsMean, run.CPUPerMsgUsMax)},
+			[2]string{"  sync", fmt.Sprintf("%s sessions (both sides count), %s messages fetched by sync instead of gossip",
+				fmtCount(float64(run.SyncSessions)), fmtCount(float64(run.SyncFetched)))})
 	}
 	return rows
 }
@@ -258,6 +316,11 @@ func benchBroadcast(ctx context.Context, b *bench, r *broadcastResult) error {
 	}
 	wait, least, err := waitMesh(ctx, ds, space, n-1, 30*time.Second)
 	r.MeshS, r.MinTopicPeers = round(wait.Seconds(), 1), least
+	if err != nil {
+		return err
+	}
+	settle, err := syncSettled(ctx, ds, 30*time.Second)
+	r.SettleS = round(settle.Seconds(), 1)
 	if err != nil {
 		return err
 	}
@@ -339,11 +402,15 @@ func broadcastAt(ctx context.Context, b *bench, ds []*benchDaemon, space string,
 		})
 	}
 
+	sess0, fetched0, err := syncCounts(ctx, ds)
+	if err != nil {
+		return run, err
+	}
 	cpu0 := cpuOf(ds)
 	var next, sent, failed atomic.Int64
 	interval := time.Second / time.Duration(rate)
 	start := time.Now().Add(20 * time.Millisecond)
-	err := parallel(pubs*perPub, pubs*perPub, func(w int) error {
+	err = parallel(pubs*perPub, pubs*perPub, func(w int) error {
 		c := ds[w%pubs].client()
 		for {
 			i := int(next.Add(1) - 1)
@@ -378,6 +445,14 @@ func broadcastAt(ctx context.Context, b *bench, ds []*benchDaemon, space string,
 	}
 	_ = waitFor(ctx, b.sizes.bcastGrace, func() bool { return int(arrived.Load()) >= run.Expected })
 	cpu1 := cpuOf(ds)
+	sess1, fetched1, err := syncCounts(ctx, ds)
+	if err != nil {
+		return run, err
+	}
+	for i := range ds {
+		run.SyncSessions += sess1[i] - sess0[i]
+		run.SyncFetched += fetched1[i] - fetched0[i]
+	}
 	run.StoredMin = run.Sent
 	for i, d := range ds {
 		h, err := held(ctx, d, space)

@@ -235,6 +235,15 @@ func TestMetrics(t *testing.T) {
 		return v >= sends
 	})
 	want(bm, "b", "weft_dm_received_total", map[string]string{"result": "accepted"}, 1)
+	// a's messages came to b by gossip or by sync (if they were sent before
+	// b's gossip mesh formed).
+	gossiped, _ := sample(bm, "weft_gossip_messages_total", map[string]string{"result": "delivered"})
+	synced, _ := sample(bm, "weft_sync_messages_total", map[string]string{"direction": "received"})
+	if gossiped+synced < sends {
+		t.Errorf("b: %v gossip deliveries and %v sync receptions, want at least %d in all", gossiped, synced, sends)
+	}
+	want(bm, "b", "weft_gossip_messages_total", map[string]string{"result": "duplicate"}, 0)
+	want(bm, "b", "weft_gap_repairs_total", nil, 0)
 	want(bm, "b", "weft_calls_total", map[string]string{"side": "server", "name": "echo", "status": "ok"}, 1)
 	want(bm, "b", "weft_calls_total", map[string]string{"side": "server", "name": "fail", "status": "other"}, 1)
 	want(bm, "b", "weft_calls_total", map[string]string{"side": "server", "name": "count", "status": "ok"}, 1)

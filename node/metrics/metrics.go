@@ -118,6 +118,7 @@ type Gauges struct {
 	Outbox    func() (int, error)                 // direct messages waiting
 	Peers     func() int                          // connected peers
 	Sync      func() SyncTotals                   // totals of every sync session
+	Gossip    func() GossipTotals                 // what gossip did with the messages received
 	Handlers  func() (conns, active int)          // handler connections, calls being served
 }
 
@@ -126,6 +127,13 @@ type SyncTotals struct {
 	Sessions, Initiated, InSync, Rounds int
 	BytesSent, BytesReceived            int64
 	MessagesSent, MessagesReceived      int
+}
+
+// GossipTotals count what gossip did with the messages this node received
+// since it started (see mesh.GossipStats).
+type GossipTotals struct {
+	Delivered, Duplicates, Rejected, QueueFull, Throttled, Undeliverable, GapRepairs int64
+	SendDropped                                                                      int64
 }
 
 // WatchGauges registers metrics read from g's functions at each scrape (a
@@ -184,6 +192,27 @@ func (m *Metrics) WatchGauges(g Gauges) {
 		cnt("sync_bytes_total", "Bytes of sync streams, framing included.", prometheus.Labels{"direction": "received"}, s(func(t SyncTotals) float64 { return float64(t.BytesReceived) }))
 		cnt("sync_messages_total", "Messages sent to peers or fetched from them by sync.", prometheus.Labels{"direction": "sent"}, s(func(t SyncTotals) float64 { return float64(t.MessagesSent) }))
 		cnt("sync_messages_total", "Messages sent to peers or fetched from them by sync.", prometheus.Labels{"direction": "received"}, s(func(t SyncTotals) float64 { return float64(t.MessagesReceived) }))
+	}
+	if g.Gossip != nil {
+		s := func(f func(GossipTotals) int64) func() float64 {
+			return func() float64 { return float64(f(g.Gossip())) }
+		}
+		const help = "Gossip messages received, by what became of them: delivered (new and valid), duplicate (a copy of one seen), rejected (invalid or refused by this node), dropped before validation (queue_full, throttled) or after it (undeliverable: a subscriber's buffer was full)."
+		for _, r := range []struct {
+			label string
+			f     func(GossipTotals) int64
+		}{
+			{"delivered", func(t GossipTotals) int64 { return t.Delivered }},
+			{"duplicate", func(t GossipTotals) int64 { return t.Duplicates }},
+			{"rejected", func(t GossipTotals) int64 { return t.Rejected }},
+			{"queue_full", func(t GossipTotals) int64 { return t.QueueFull }},
+			{"throttled", func(t GossipTotals) int64 { return t.Throttled }},
+			{"undeliverable", func(t GossipTotals) int64 { return t.Undeliverable }},
+		} {
+			cnt("gossip_messages_total", help, prometheus.Labels{"result": r.label}, s(r.f))
+		}
+		cnt("gossip_send_dropped_total", "Gossip messages not sent (published or forwarded) to a peer because its outbound queue was full.", nil, s(func(t GossipTotals) int64 { return t.SendDropped }))
+		cnt("gap_repairs_total", "Sync sessions started to fetch the missing parents of a gossiped message (after waiting for gossip to bring them).", nil, s(func(t GossipTotals) int64 { return t.GapRepairs }))
 	}
 }
 
