@@ -79,9 +79,24 @@ func (n *Node) Spaces() ([]Space, error) {
 // Space resolves ref, a joined space's name or ID; an unknown one is an
 // *Error with api.CodeUnknownSpace.
 func (n *Node) Space(ref string) (Space, error) {
+	sp, err := n.resolve(ref)
+	if err != nil {
+		return Space{}, err
+	}
+	return n.describe(sp), nil
+}
+
+// SpaceID resolves ref as Space does, without counting what the space
+// holds or who is in it: what a send or a read needs, on their hot path.
+func (n *Node) SpaceID(ref string) (protocol.ID, error) {
+	sp, err := n.resolve(ref)
+	return sp.ID, err
+}
+
+func (n *Node) resolve(ref string) (store.Space, error) {
 	if id, err := protocol.ParseID(ref); err == nil {
 		if sp, err := n.store.Space(id); err == nil {
-			return n.describe(sp), nil
+			return sp, nil
 		}
 	}
 	sp, err := n.store.Space(protocol.SpaceID(ref))
@@ -89,9 +104,9 @@ func (n *Node) Space(ref string) (Space, error) {
 		sp, err = n.privateByName(ref)
 	}
 	if err != nil {
-		return Space{}, notFound(err, api.CodeUnknownSpace, fmt.Sprintf("unknown space %q: join it first", ref))
+		return store.Space{}, notFound(err, api.CodeUnknownSpace, fmt.Sprintf("unknown space %q: join it first", ref))
 	}
-	return n.describe(sp), nil
+	return sp, nil
 }
 
 // Join joins the open space called name; joining again changes nothing
@@ -185,7 +200,7 @@ func (n *Node) Send(ctx context.Context, space protocol.ID, p Post) (Message, er
 	if err != nil {
 		return Message{}, err
 	}
-	m, err := protocol.Sign(n.key, d, n.cfg.Limits)
+	m, err := n.signer.Sign(d, n.cfg.Limits)
 	if err != nil {
 		return Message{}, err
 	}
