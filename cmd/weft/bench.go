@@ -167,8 +167,12 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	}
 	pick := fs.String("scenarios", "", "comma-separated scenarios to run (default all): "+strings.Join(names, ", ")+"; or their numbers 1–7")
 	profile := fs.String("profile", "", "profile every daemon into `DIR`/<daemon>/ (weft daemon --profile: cpu.pprof, heap.pprof at its stop)")
+	pageMessages := fs.Int("page-messages", 0, "fill the page scenario's space with `N` messages instead (default 1,000,000, or 10,000 with --quick; filling 1,000,000 through the API takes a while)")
 	if _, err := parse(fs, args, 0); err != nil {
 		return err
+	}
+	if *pageMessages < 0 || (*pageMessages > 0 && *pageMessages < 100) {
+		return usageError{fmt.Sprintf("--page-messages: want at least 100 (the page at the tail is read 50 before the end), got %d", *pageMessages)}
 	}
 	scenarios, err := pickScenarios(*pick)
 	if err != nil {
@@ -181,6 +185,9 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	sizes := fullSizes()
 	if *quick {
 		sizes = quickSizes()
+	}
+	if *pageMessages > 0 {
+		sizes.pageMessages = *pageMessages
 	}
 	t0 := time.Now()
 	r := &benchReport{Version: version.String(), Quick: *quick, Started: t0.UTC().Truncate(time.Second), CPUs: runtime.NumCPU()}
