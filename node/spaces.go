@@ -290,13 +290,24 @@ func (n *Node) Read(space protocol.ID, after store.Cursor, limit int) ([]Message
 	}
 	out := make([]Message, 0, len(entries))
 	for _, e := range entries {
-		m, err := decodeStored(e)
+		m, err := readStored(e)
 		if err != nil {
 			return nil, after, err
 		}
 		out = append(out, m)
 	}
 	return out, next, nil
+}
+
+// readStored reads back a stored entry for a page: its bytes were checked
+// when they were stored (Validate or Sign), so only their fields are read
+// (protocol.DecodeStored), at less than half decodeStored's cost.
+func readStored(e store.Entry) (Message, error) {
+	m, err := protocol.DecodeStored(e.Raw)
+	if err != nil {
+		return Message{}, fmt.Errorf("stored message %s: %w", e.ID, err)
+	}
+	return Message{Message: m, Cursor: e.Cursor}, nil
 }
 
 // End returns the cursor of the current end of a space (or the inbox).

@@ -305,6 +305,38 @@ func Decode(wire []byte, lim Limits) (*Message, error) {
 	return m, nil
 }
 
+// DecodeStored reads back a wire encoding that this node checked (Validate
+// or Sign) when it stored it, as a page of a space does for every message
+// on it: it reads the body's fields and nothing more. It does not look for
+// repeated keys, check the fields against limits or the sender's key, which
+// the check on the way in did; what it returns is what Decode returns under
+// StoredLimits for such bytes. Anything else (bytes from outside, or not
+// known to have been checked) goes through Decode or Validate. The
+// returned message shares no memory with wire.
+func DecodeStored(wire []byte) (*Message, error) {
+	if len(wire) == 0 || wire[0] != wireFormat {
+		return nil, errorf(ErrMalformed, "unknown wire format")
+	}
+	n, k := binary.Uvarint(wire[1:])
+	if k <= 0 || n > uint64(len(wire)) || uint64(len(wire)-1-k) != n+SignatureSize {
+		return nil, errorf(ErrMalformed, "bad body length")
+	}
+	own := bytes.Clone(wire)
+	rest := own[1+k:]
+	b := rest[:n:n]
+	var bd body
+	if err := json.Unmarshal(b, &bd); err != nil {
+		return nil, errorf(ErrMalformed, "%v", err)
+	}
+	m := &Message{Header: bd.Header, Content: bd.Content, ID: MessageID(b), Body: b, Sig: rest[n:], wire: own}
+	pid, err := peer.Decode(m.From)
+	if err != nil {
+		return nil, errorf(ErrBadSender, "from %q: %v", truncate(m.From, 80), err)
+	}
+	m.sender = pid
+	return m, nil
+}
+
 // Validate decodes a wire encoding and checks everything: size, frame,
 // shape, sender, signature, clock skew at now, and TTL.
 func Validate(wire []byte, now time.Time, lim Limits) (*Message, error) {

@@ -1,6 +1,7 @@
 package protocol_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"testing"
 
@@ -93,5 +94,43 @@ func TestSignerChecksLikeAReceiver(t *testing.T) {
 				t.Fatalf("signed %s", m.Body)
 			}
 		})
+	}
+}
+
+// TestDecodeStoredMatchesDecode: for bytes a node checked and stored,
+// DecodeStored returns what Decode returns; bytes that are not a wire
+// encoding are refused.
+func TestDecodeStoredMatchesDecode(t *testing.T) {
+	key := testKey(t, 1)
+	for _, d := range []protocol.Draft{fullDraft(t), minimalDraft()} {
+		wire := sign(t, key, d).Encode()
+		want, err := protocol.Decode(wire, protocol.StoredLimits())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := protocol.DecodeStored(wire)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !sameMessage(got, want) {
+			t.Errorf("DecodeStored\n got %+v\nwant %+v", got.Header, want.Header)
+		}
+		wire[len(wire)/2] ^= 0xff // no memory shared
+		if !sameMessage(got, want) {
+			t.Error("the decoded message changed with the wire bytes")
+		}
+	}
+	good := sign(t, key, minimalDraft()).Encode()
+	for name, wire := range map[string][]byte{
+		"empty":         nil,
+		"format":        append([]byte{0x02}, good[1:]...),
+		"short":         good[:len(good)-1],
+		"long":          append(append([]byte{}, good...), 0),
+		"length":        {0x01, 0xff},
+		"body not JSON": func() []byte { w := append([]byte{}, good...); w[bytes.IndexByte(w, '{')] = '['; return w }(),
+	} {
+		if _, err := protocol.DecodeStored(wire); err == nil {
+			t.Errorf("%s: decoded", name)
+		}
 	}
 }
