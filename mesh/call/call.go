@@ -699,8 +699,9 @@ func (cs *Stream) Next() (*protocol.CallFrame, error) {
 }
 
 // Buffered reports whether a frame's bytes are already buffered, so Next
-// would likely not block.
-func (cs *Stream) Buffered() bool { return cs.r.Buffered() > 0 }
+// would likely not block. Once the answer has ended it is false: the
+// stream may carry another call by then.
+func (cs *Stream) Buffered() bool { return !cs.done && cs.r.Buffered() > 0 }
 
 // Close ends the call: if its answer has not ended, the call is cancelled.
 func (cs *Stream) Close() error {

@@ -220,3 +220,39 @@ func TestKeptStreamByHand(t *testing.T) {
 		t.Errorf("after the caller's close: %q, %v; want a clean end", rest, err)
 	}
 }
+
+// A Stream whose answer has ended does not touch its kept stream, which
+// the next call may be using: run under -race.
+func TestEndedStreamLeavesKeptStreamAlone(t *testing.T) {
+	t.Parallel()
+	ids := make(chan string, 10)
+	p := newPair(t, streamIDs(ids))
+	ctx := callCtx(t, 10*time.Second)
+	cs, err := p.caller.Call(ctx, p.b.ID(), protocol.CallRequest{Name: "u"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, err := cs.Next(); err != nil || f.Kind != protocol.FrameFinal {
+		t.Fatalf("frame %+v, %v", f, err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.caller.Invoke(ctx, p.b.ID(), protocol.CallRequest{Name: "u"})
+		done <- err
+	}()
+	for range 1000 {
+		if cs.Buffered() {
+			t.Fatal("an ended call has frames buffered")
+		}
+	}
+	if _, err := cs.Next(); err != io.EOF {
+		t.Errorf("Next after the answer: %v, want io.EOF", err)
+	}
+	cs.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if a, b := <-ids, <-ids; a != b {
+		t.Errorf("the second call came on stream %s, the first on %s: want the kept one", b, a)
+	}
+}
