@@ -90,7 +90,7 @@ func (n *Node) ExportIACP(id protocol.ID) ([]byte, error) {
 // sendDirect signs d, puts it in the outbox and makes a first delivery
 // attempt.
 func (n *Node) sendDirect(ctx context.Context, to peer.ID, d protocol.Draft) (Sent, error) {
-	m, err := protocol.Sign(n.key, d, n.cfg.Limits)
+	m, err := n.signer.Sign(d, n.cfg.Limits)
 	if err != nil {
 		return Sent{}, err
 	}

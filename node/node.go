@@ -41,6 +41,8 @@ type Node struct {
 	cfg Config
 	log *slog.Logger
 	key crypto.PrivKey
+	// signer signs with key; the node's own messages.
+	signer *protocol.Signer
 	// tracer records spans (a no-op one without Config.Tracer); metrics
 	// are Config.Metrics, whose methods do nothing on nil.
 	tracer trace.Tracer
@@ -93,6 +95,10 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
+	signer, err := protocol.NewSigner(key)
+	if err != nil {
+		return nil, err
+	}
 	trust, err := policy.LoadTrust(filepath.Join(cfg.Home, trustFile))
 	if err != nil {
 		return nil, err
@@ -109,7 +115,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	n := &Node{cfg: cfg, log: log, key: key, store: st, handlers: newHandlers(), started: time.Now(), tracer: cfg.tracer(),
+	n := &Node{cfg: cfg, log: log, key: key, signer: signer, store: st, handlers: newHandlers(), started: time.Now(), tracer: cfg.tracer(),
 		trust: trust, gate: policy.NewGate(cfg.DM),
 		limits: spaceLimits{own: make(map[protocol.ID]store.SpaceLimits)}}
 	member, stranger := cfg.paceRates()

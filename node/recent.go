@@ -75,11 +75,11 @@ func (c *recentCache) get(e store.Entry) (*protocol.Message, bool) {
 	return m, true
 }
 
-// decode reads back a stored entry (see decodeStored), from the cache of
+// decode reads back a stored entry (see readStored), from the cache of
 // received messages when it holds it.
 func (n *Node) decode(e store.Entry) (Message, error) {
 	if m, ok := n.recent.get(e); ok {
 		return Message{Message: m, Cursor: e.Cursor}, nil
 	}
-	return decodeStored(e)
+	return readStored(e)
 }

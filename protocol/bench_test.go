@@ -60,3 +60,60 @@ func BenchmarkValidate(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDecode is what reading a stored message back costs (a page of
+// a space decodes each of its messages).
+func BenchmarkDecode(b *testing.B) {
+	key := testKey(b, 1)
+	lim := protocol.StoredLimits()
+	for _, size := range benchSizes {
+		b.Run(sizeName(size), func(b *testing.B) {
+			wire := sign(b, key, benchDraft(size)).Encode()
+			b.SetBytes(int64(size))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := protocol.Decode(wire, lim); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkDecodeStored is DecodeStored, for what a node stored.
+func BenchmarkDecodeStored(b *testing.B) {
+	key := testKey(b, 1)
+	for _, size := range benchSizes {
+		b.Run(sizeName(size), func(b *testing.B) {
+			wire := sign(b, key, benchDraft(size)).Encode()
+			b.SetBytes(int64(size))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := protocol.DecodeStored(wire); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkSigner is Sign with the Signer a node keeps.
+func BenchmarkSigner(b *testing.B) {
+	s, err := protocol.NewSigner(testKey(b, 1))
+	if err != nil {
+		b.Fatal(err)
+	}
+	lim := protocol.DefaultLimits()
+	for _, size := range benchSizes {
+		b.Run(sizeName(size), func(b *testing.B) {
+			d := benchDraft(size)
+			b.SetBytes(int64(size))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := s.Sign(d, lim); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

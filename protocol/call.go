@@ -3,6 +3,7 @@ package protocol
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 )
 
 // Stream protocols for direct traffic between two daemons. Each frame on
@@ -15,10 +16,26 @@ const (
 	// CallFrames back (started, delta…, then final or error). The caller
 	// resets the stream to cancel.
 	CallProtocol = "/weft/call/1.0.0"
+	// CallKeepProtocol is CallProtocol with the stream kept for further
+	// calls, one at a time: once the caller has read a call's final or
+	// error frame it may write the next CallRequest on the same stream
+	// (whose frames count seq from 0 again), or close its side to end the
+	// stream. While a call is answered, the caller's side ending or being
+	// reset cancels it, and a byte from the caller is a protocol error (the
+	// callee resets). The callee closes a stream that stays idle between
+	// calls (CallKeepIdle), or sooner when it shuts down; a caller reuses
+	// only streams idle for less than that. A caller offers this protocol
+	// first and CallProtocol second, so a callee that speaks only
+	// CallProtocol still serves it.
+	CallKeepProtocol = "/weft/call/1.1.0"
 	// AgentProtocol serves a node's agent card and health: the asker writes
 	// an AgentQuery, the node answers with a Card or a Health.
 	AgentProtocol = "/weft/agent/1.0.0"
 )
+
+// CallKeepIdle is how long a callee keeps a CallKeepProtocol stream idle
+// between calls before it closes it.
+const CallKeepIdle = 30 * time.Second
 
 // CapabilityNamespace is the DHT (rendezvous) namespace under which the
 // providers of capability name advertise themselves.

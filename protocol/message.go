@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -102,16 +104,51 @@ type Draft struct {
 
 // Sign makes a message from d, signed by key (which must be Ed25519), and
 // checks it against lim exactly as a receiver would at time d.CreatedAt.
+// A sender that signs many messages keeps a Signer instead.
 func Sign(key crypto.PrivKey, d Draft, lim Limits) (*Message, error) {
-	if err := lim.Validate(); err != nil {
+	s, err := NewSigner(key)
+	if err != nil {
 		return nil, err
 	}
+	return s.Sign(d, lim)
+}
+
+// Signer signs messages with one key. It holds what every message of that
+// sender repeats (its peer ID, as the from field writes it), so signing
+// a message encodes the body once and reads nothing back. It is safe for
+// concurrent use.
+type Signer struct {
+	key  crypto.PrivKey
+	id   peer.ID
+	from string
+}
+
+// NewSigner returns a Signer for key, which must be Ed25519.
+func NewSigner(key crypto.PrivKey) (*Signer, error) {
 	if key.Type() != crypto.Ed25519 {
 		return nil, errorf(ErrBadSender, "key type %s, want Ed25519", key.Type())
 	}
-	from, err := peer.IDFromPrivateKey(key)
+	id, err := peer.IDFromPrivateKey(key)
 	if err != nil {
 		return nil, errorf(ErrBadSender, "%v", err)
+	}
+	return &Signer{key: key, id: id, from: id.String()}, nil
+}
+
+// Sign makes a message from d, as the package's Sign does.
+//
+// The message's fields are those it was made of, not the body read back:
+// the body is built from them by one json.Marshal of the header (which
+// writes each field once, so no key repeats) and the content object
+// appended, which is exactly what a receiver's parse reads back when
+// every string is valid UTF-8 (json.Marshal would replace invalid bytes,
+// and the fields would then differ from the body) and no ID is zero (a
+// zero ID is written, but refused when read). Any other draft takes the
+// slow path, a full parse of the body, and fails as it always did. TestSignMatchesParse holds the two
+// equal.
+func (s *Signer) Sign(d Draft, lim Limits) (*Message, error) {
+	if err := lim.Validate(); err != nil {
+		return nil, err
 	}
 	content := bytes.Trim(d.Content, jsonSpace)
 	if len(content) == 0 || content[0] != '{' || !json.Valid(content) {
@@ -120,13 +157,13 @@ func Sign(key crypto.PrivKey, d Draft, lim Limits) (*Message, error) {
 	h := Header{
 		V:         Version,
 		Space:     d.Space,
-		From:      from.String(),
+		From:      s.from,
 		CreatedAt: d.CreatedAt.UnixMilli(),
-		Prev:      d.Prev,
-		Refs:      d.Refs,
+		Prev:      slices.Clone(d.Prev),
+		Refs:      Refs{Messages: slices.Clone(d.Refs.Messages), Nodes: slices.Clone(d.Refs.Nodes)},
 		Type:      d.Type,
 		TTL:       int64(d.TTL / time.Second),
-		Meta:      d.Meta,
+		Meta:      maps.Clone(d.Meta),
 	}
 	hb, err := json.Marshal(&h)
 	if err != nil {
@@ -135,18 +172,33 @@ func Sign(key crypto.PrivKey, d Draft, lim Limits) (*Message, error) {
 	b := make([]byte, 0, len(hb)+len(content)+16)
 	b = append(b, hb[:len(hb)-1]...) // drop the closing brace
 	b = append(b, `,"content":`...)
+	at := len(b)
 	b = append(b, content...)
 	b = append(b, '}')
 	if len(b) > lim.MaxSize {
 		return nil, errorf(ErrTooLarge, "%d bytes, limit %d", len(b), lim.MaxSize)
 	}
-	sig, err := key.Sign(signingBytes(b))
+	var m *Message
+	if utf8.Valid(content) && h.stringsUTF8() && !slices.Contains(h.Prev, ID{}) && !slices.Contains(h.Refs.Messages, ID{}) {
+		// What parse would read back, without reading it.
+		h.Prev = nilIfEmpty(h.Prev)
+		h.Refs = Refs{Messages: nilIfEmpty(h.Refs.Messages), Nodes: nilIfEmpty(h.Refs.Nodes)}
+		if len(h.Meta) == 0 {
+			h.Meta = nil
+		}
+		m = &Message{Header: h, Content: b[at : len(b)-1 : len(b)-1], ID: MessageID(b), Body: b, sender: s.id}
+		if err := m.checkVersion(); err != nil {
+			return nil, err
+		}
+		if err := m.checkFields(lim); err != nil {
+			return nil, err
+		}
+	} else if m, err = parse(b, lim); err != nil {
+		return nil, err
+	}
+	sig, err := s.key.Sign(signingBytes(b))
 	if err != nil {
 		return nil, fmt.Errorf("sign: %w", err)
-	}
-	m, err := parse(b, lim)
-	if err != nil {
-		return nil, err
 	}
 	m.Sig = sig
 	m.wire = m.encode()
@@ -157,6 +209,31 @@ func Sign(key crypto.PrivKey, d Draft, lim Limits) (*Message, error) {
 		return nil, err
 	}
 	return m, nil
+}
+
+// stringsUTF8 reports whether every string of h is valid UTF-8.
+func (h *Header) stringsUTF8() bool {
+	if !utf8.ValidString(h.Type) {
+		return false
+	}
+	for _, n := range h.Refs.Nodes {
+		if !utf8.ValidString(n) {
+			return false
+		}
+	}
+	for k, v := range h.Meta {
+		if !utf8.ValidString(k) || !utf8.ValidString(v) {
+			return false
+		}
+	}
+	return true
+}
+
+func nilIfEmpty[S ~[]E, E any](s S) S {
+	if len(s) == 0 {
+		return nil
+	}
+	return s
 }
 
 func signingBytes(body []byte) []byte {
@@ -225,6 +302,38 @@ func Decode(wire []byte, lim Limits) (*Message, error) {
 	}
 	m.Sig = rest[n:]
 	m.wire = own
+	return m, nil
+}
+
+// DecodeStored reads back a wire encoding that this node checked (Validate
+// or Sign) when it stored it, as a page of a space does for every message
+// on it: it reads the body's fields and nothing more. It does not look for
+// repeated keys, check the fields against limits or the sender's key, which
+// the check on the way in did; what it returns is what Decode returns under
+// StoredLimits for such bytes. Anything else (bytes from outside, or not
+// known to have been checked) goes through Decode or Validate. The
+// returned message shares no memory with wire.
+func DecodeStored(wire []byte) (*Message, error) {
+	if len(wire) == 0 || wire[0] != wireFormat {
+		return nil, errorf(ErrMalformed, "unknown wire format")
+	}
+	n, k := binary.Uvarint(wire[1:])
+	if k <= 0 || n > uint64(len(wire)) || uint64(len(wire)-1-k) != n+SignatureSize {
+		return nil, errorf(ErrMalformed, "bad body length")
+	}
+	own := bytes.Clone(wire)
+	rest := own[1+k:]
+	b := rest[:n:n]
+	var bd body
+	if err := json.Unmarshal(b, &bd); err != nil {
+		return nil, errorf(ErrMalformed, "%v", err)
+	}
+	m := &Message{Header: bd.Header, Content: bd.Content, ID: MessageID(b), Body: b, Sig: rest[n:], wire: own}
+	pid, err := peer.Decode(m.From)
+	if err != nil {
+		return nil, errorf(ErrBadSender, "from %q: %v", truncate(m.From, 80), err)
+	}
+	m.sender = pid
 	return m, nil
 }
 
@@ -384,11 +493,8 @@ func ParseObject(b []byte, known []string) (map[string]json.RawMessage, error) {
 }
 
 func (m *Message) checkShape(lim Limits) error {
-	if m.V != Version {
-		return errorf(ErrVersion, "v=%d, this node speaks %d", m.V, Version)
-	}
-	if m.Space.IsZero() {
-		return errorf(ErrMalformed, "missing space")
+	if err := m.checkVersion(); err != nil {
+		return err
 	}
 	pid, err := peer.Decode(m.From)
 	if err != nil {
@@ -402,6 +508,22 @@ func (m *Message) checkShape(lim Limits) error {
 		return errorf(ErrBadSender, "from %q is not in canonical form %s", truncate(m.From, 80), pid)
 	}
 	m.sender = pid
+	return m.checkFields(lim)
+}
+
+// checkVersion checks what checkShape checks before the sender.
+func (m *Message) checkVersion() error {
+	if m.V != Version {
+		return errorf(ErrVersion, "v=%d, this node speaks %d", m.V, Version)
+	}
+	if m.Space.IsZero() {
+		return errorf(ErrMalformed, "missing space")
+	}
+	return nil
+}
+
+// checkFields is checkShape after the sender.
+func (m *Message) checkFields(lim Limits) error {
 	if m.CreatedAt <= 0 {
 		return errorf(ErrMalformed, "missing created_at")
 	}

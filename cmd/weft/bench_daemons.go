@@ -134,7 +134,11 @@ func (b *bench) start(ctx context.Context, boot ...string) (*benchDaemon, error)
 	// the gossip rate limits are for strangers. With them on, a node paces
 	// its own agents' posts to one space below the author rate (40/s by
 	// default), and the bench would measure that pacing, not the daemon.
-	args := []string{"daemon", "--home", home, "--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns", "--log-level", "warn", "--no-rate-limits"}
+	// No quotas either: the page scenario's one sender fills a space with
+	// 1,000,000 messages (~840 MB), past the default quota of a sender in
+	// a space (64 MiB, about 80,000 of them).
+	args := []string{"daemon", "--home", home, "--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns", "--log-level", "warn", "--no-rate-limits",
+		"--sender-quota", "none", "--space-quota", "none"}
 	for _, a := range boot {
 		args = append(args, "--bootstrap", a)
 	}

@@ -160,3 +160,29 @@ func checkNoBenchLeft(t *testing.T, tmp string) {
 		}
 	}
 }
+
+// TestBenchPageMessages: --page-messages sets the page scenario's fill,
+// and a count too small to read a tail page at is refused.
+func TestBenchPageMessages(t *testing.T) {
+	bin := testbed.Weft(t)
+	for _, bad := range []string{"5", "-1", "x"} {
+		p := testbed.Run(t, nil, nil, bin, "bench", "--scenarios", "page", "--page-messages", bad)
+		err := p.Wait(30 * time.Second)
+		if ee, ok := errors.AsType[*exec.ExitError](err); !ok || ee.ExitCode() != 2 || !strings.Contains(p.Stderr.String(), "page-messages") {
+			t.Errorf("--page-messages %s: %v, want a usage error naming the flag\nstderr:\n%s", bad, err, p.Stderr)
+		}
+	}
+	tmp := benchTmp(t)
+	p := testbed.Run(t, nil, []string{"TMPDIR=" + tmp}, bin, "bench", "--quick", "--json", "--scenarios", "page", "--page-messages", "300")
+	if err := p.Wait(2 * time.Minute); err != nil {
+		t.Fatalf("weft bench --page-messages 300: %v\nstderr:\n%s", err, p.Stderr)
+	}
+	checkNoBenchLeft(t, tmp)
+	var r benchReport
+	if err := json.Unmarshal([]byte(p.Stdout.String()), &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Scenarios.Page == nil || r.Scenarios.Page.Messages != 300 || r.Scenarios.Page.Tail.P50Ms <= 0 {
+		t.Errorf("page: %+v, want 300 messages and a tail page read", r.Scenarios.Page)
+	}
+}

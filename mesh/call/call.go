@@ -1,5 +1,9 @@
-// Package call is weft's call protocol (protocol.CallProtocol): invoke and
-// stream invoke between two daemons, one call per libp2p stream.
+// Package call is weft's call protocol: invoke and stream invoke between
+// two daemons over libp2p streams, one call at a time on a stream. A caller
+// offers protocol.CallKeepProtocol, which keeps the stream for the next
+// call (so a call does not pay a new stream's opening and negotiation),
+// then protocol.CallProtocol, one call per stream, which a callee that
+// does not speak the first serves; a callee serves both.
 //
 // The caller opens a stream and writes one frame, a JSON
 // protocol.CallRequest. The callee answers with JSON protocol.CallFrame
@@ -10,7 +14,9 @@
 //
 // The caller keeps its side of the stream open until the answer ends;
 // resetting (or closing) it cancels the call, and the handler's context
-// ends at once. A deadline in the request ends the handler's context too.
+// ends at once. On a kept stream the caller then writes the next request,
+// or closes its side; idle kept streams are pooled per peer (a few, for
+// less than protocol.CallKeepIdle), and the callee closes one idle longer. A deadline in the request ends the handler's context too.
 // Failures are typed (protocol.CallError codes): no_handler when nothing
 // serves the name, unreachable when the peer cannot be reached,
 // deadline_exceeded, cancelled, overloaded, handler_failed, bad_request.
@@ -23,7 +29,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/host"
@@ -63,7 +71,8 @@ type Service struct {
 	slots   chan struct{} // one per call in flight
 	mu      sync.Mutex    // guards closed and wg.Add against Close's wg.Wait
 	closed  bool
-	perPeer map[peer.ID]int // calls in flight per caller
+	perPeer map[peer.ID]int         // calls in flight per caller
+	idle    map[peer.ID][]*callConn // kept streams between calls, newest last
 	wg      sync.WaitGroup
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -81,9 +90,11 @@ func New(h host.Host, handler Handler, opts ...Option) (*Service, error) {
 			c.Fail(protocol.Errorf(protocol.CodeNoHandler, "%s serves no calls", h.ID()))
 		})
 	}
-	s := &Service{h: h, handler: handler, cfg: cfg, slots: make(chan struct{}, cfg.maxCalls), perPeer: make(map[peer.ID]int)}
+	s := &Service{h: h, handler: handler, cfg: cfg, slots: make(chan struct{}, cfg.maxCalls), perPeer: make(map[peer.ID]int),
+		idle: make(map[peer.ID][]*callConn)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	h.SetStreamHandler(protocol.CallProtocol, s.serve)
+	h.SetStreamHandler(protocol.CallKeepProtocol, s.serve)
 	return s, nil
 }
 
@@ -91,9 +102,17 @@ func New(h host.Host, handler Handler, opts ...Option) (*Service, error) {
 // them to end.
 func (s *Service) Close() error {
 	s.h.RemoveStreamHandler(protocol.CallProtocol)
+	s.h.RemoveStreamHandler(protocol.CallKeepProtocol)
 	s.mu.Lock()
 	s.closed = true
+	idle := s.idle
+	s.idle = nil
 	s.mu.Unlock()
+	for _, ccs := range idle {
+		for _, cc := range ccs {
+			cc.st.Close() // the callee sees the end of the stream between calls
+		}
+	}
 	s.cancel()
 	s.wg.Wait()
 	return nil
@@ -112,59 +131,211 @@ func (s *Service) serve(st network.Stream) {
 	s.wg.Add(1)
 	s.mu.Unlock()
 	defer s.wg.Done()
-	c := &Call{From: st.Conn().RemotePeer(), st: st, w: bufio.NewWriter(st)}
+	w := bufio.NewWriter(st)
 	if err := st.Scope().SetService(ServiceName); err != nil {
 		// The resource manager's limit on calls (this peer's or
 		// everyone's): answered like a full slot table.
+		c := &Call{From: st.Conn().RemotePeer(), st: st, w: w}
 		c.Fail(protocol.Errorf(protocol.CodeOverloaded, "too many call streams: %v", err))
 		st.Close()
 		return
 	}
 	r := bufio.NewReader(st)
+	if st.Protocol() == protocol.CallKeepProtocol {
+		s.serveKept(st, r, w)
+		return
+	}
 	st.SetReadDeadline(time.Now().Add(s.cfg.timeout))
-	// The request stays in memory until the call ends: its bytes are
-	// reserved in the stream's scope until then.
 	raw, err := frame.ReadIn(r, s.cfg.requestLimit(), st.Scope())
+	st.SetReadDeadline(time.Time{})
+	c := &Call{From: st.Conn().RemotePeer(), st: st, w: w}
+	// The caller keeps its writing side open until it has the answer: the
+	// end of its side, or a reset, is a cancellation.
+	res, watched := s.answer(st, c, raw, err, func(cancel context.CancelCauseFunc, _ <-chan struct{}) {
+		_, _ = io.Copy(io.Discard, io.LimitReader(r, 1<<10))
+		cancel(errCallerGone)
+	})
+	switch res {
+	case unreadable:
+		s.drain(st, r)
+	case answered, overloaded:
+		st.Close()
+	}
+	<-watched
+}
+
+// request is a request frame read from a kept stream, or the error that
+// ended reading it.
+type request struct {
+	raw []byte
+	err error
+}
+
+// serveKept serves the calls of a CallKeepProtocol stream one after
+// another. One goroutine reads the stream: between calls it brings the
+// next request; during a call, what it reads cancels the call (the end of
+// the caller's side, a reset), unless the call is answered already (then
+// it is the next request).
+func (s *Service) serveKept(st network.Stream, r *bufio.Reader, w *bufio.Writer) {
+	reqs := make(chan request)
+	quit := make(chan struct{})
+	readerDone := make(chan struct{})
+	go func() {
+		defer close(readerDone)
+		for {
+			// Reserved until the call it opens ends (answer releases it).
+			raw, err := frame.ReadIn(r, s.cfg.requestLimit(), st.Scope())
+			select {
+			case reqs <- request{raw, err}:
+			case <-quit:
+				if err == nil {
+					st.Scope().ReleaseMemory(len(raw))
+				}
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	defer func() {
+		close(quit)
+		<-readerDone
+	}()
+	var next *request
+	for first := true; ; first = false {
+		in := next
+		next = nil
+		if in == nil {
+			wait := protocol.CallKeepIdle
+			if first {
+				wait = s.cfg.timeout
+			}
+			t := time.NewTimer(wait)
+			select {
+			case req := <-reqs:
+				t.Stop()
+				in = &req
+			case <-t.C:
+				if first {
+					c := &Call{From: st.Conn().RemotePeer(), st: st, w: w}
+					c.Fail(protocol.Errorf(protocol.CodeBadRequest, "unreadable request: none within %v", wait))
+				}
+				st.Close()
+				return
+			case <-s.ctx.Done():
+				t.Stop()
+				st.Close()
+				return
+			}
+		}
+		if !first && errors.Is(in.err, io.EOF) { // the caller has no more calls
+			st.Close()
+			return
+		}
+		c := &Call{From: st.Conn().RemotePeer(), st: st, w: w}
+		var broke bool // the caller wrote during the call's answer
+		res, watched := s.answer(st, c, in.raw, in.err, func(cancel context.CancelCauseFunc, ended <-chan struct{}) {
+			select {
+			case req := <-reqs:
+				next = &req // the next request, or the end of the caller's side
+				if req.err == nil {
+					if c.answered.Load() {
+						return
+					}
+					st.Scope().ReleaseMemory(len(req.raw))
+					broke = true
+				}
+				cancel(errCallerGone)
+			case <-ended:
+			}
+		})
+		<-watched
+		switch {
+		case res == unreadable:
+			<-readerDone // a read error ends the reader: nothing else reads r
+			s.drain(st, r)
+			return
+		case res == overloaded: // refused unread: the stream is out of step
+			st.Close()
+			return
+		case res == broken || broke:
+			st.Reset()
+			return
+		case next != nil && errors.Is(next.err, io.EOF): // no more calls
+			st.Close()
+			return
+		case next != nil && next.err != nil:
+			st.Reset()
+			return
+		}
+	}
+}
+
+// drain ends a stream whose request could not be read, after its error
+// frame: not a reset, which discards the error frame the caller has not
+// read yet; and it keeps reading for a while, so a caller still writing
+// its request is not stalled by flow control.
+func (s *Service) drain(st network.Stream, r *bufio.Reader) {
+	st.CloseWrite()
+	st.SetReadDeadline(time.Now().Add(s.cfg.timeout))
+	io.Copy(io.Discard, io.LimitReader(r, 2*int64(s.cfg.requestLimit())))
+	st.Close()
+}
+
+// answerResult is how answer left the stream.
+type answerResult int
+
+const (
+	answered   answerResult = iota // answered in full; the stream is intact
+	unreadable                     // the request could not be read: drain and close
+	overloaded                     // refused unread by the resource manager: close
+	broken                         // reset (the caller left, or the deadline passed)
+)
+
+// answer admits and runs the call c whose request frame is raw (or the
+// error reading it), and answers it. watch runs in its own goroutine while
+// the handler does: it cancels the call when the caller goes, and returns
+// at the latest when ended is closed, after the handler; watched is closed
+// when it has returned.
+func (s *Service) answer(st network.Stream, c *Call, raw []byte, err error, watch func(cancel context.CancelCauseFunc, ended <-chan struct{})) (res answerResult, watched chan struct{}) {
+	watched = make(chan struct{})
+	started := false
+	defer func() {
+		if !started {
+			close(watched)
+		}
+	}()
 	if err == nil {
+		// The request stays in memory until the call ends: its bytes are
+		// reserved in the stream's scope until then.
 		defer st.Scope().ReleaseMemory(len(raw))
 		if err = json.Unmarshal(raw, &c.Request); err != nil {
 			err = fmt.Errorf("bad frame: %w", err)
 		}
 	}
-	st.SetReadDeadline(time.Time{})
 	if errors.Is(err, network.ErrResourceLimitExceeded) {
 		c.Fail(protocol.Errorf(protocol.CodeOverloaded, "no room for the request: %v", err))
-		st.Close()
-		return
+		return overloaded, watched
 	}
 	if err != nil {
 		c.Fail(protocol.Errorf(protocol.CodeBadRequest, "unreadable request: %v", err))
-		// Not a reset, which discards the error frame the caller has not
-		// read yet; and keep reading for a while, so a caller still
-		// writing its request is not stalled by flow control.
-		st.CloseWrite()
-		st.SetReadDeadline(time.Now().Add(s.cfg.timeout))
-		io.Copy(io.Discard, io.LimitReader(r, 2*int64(s.cfg.requestLimit())))
-		st.Close()
-		return
+		return unreadable, watched
 	}
 	if err := checkRequest(&c.Request, s.cfg.limits.MaxSize); err != nil {
 		c.Fail(err)
-		st.Close()
-		return
+		return answered, watched
 	}
 	select {
 	case s.slots <- struct{}{}:
 		defer func() { <-s.slots }()
 	default:
 		c.Fail(protocol.Errorf(protocol.CodeOverloaded, "%d calls in flight", cap(s.slots)))
-		st.Close()
-		return
+		return answered, watched
 	}
 	if !s.enterPeer(c.From) {
 		c.Fail(protocol.Errorf(protocol.CodeOverloaded, "%d calls in flight from %s", s.cfg.maxPerPeer, c.From))
-		st.Close()
-		return
+		return answered, watched
 	}
 	defer s.leavePeer(c.From)
 
@@ -175,13 +346,12 @@ func (s *Service) serve(st network.Stream) {
 		ctx, cancelDeadline = context.WithDeadline(ctx, time.UnixMilli(c.Request.Deadline))
 		defer cancelDeadline()
 	}
-	// The caller keeps writing side open until it has the answer: the end
-	// of its side, or a reset, is a cancellation.
-	watch := make(chan struct{})
+	ended := make(chan struct{})
+	defer close(ended) // before cancel(nil): the watcher is told the call ended
+	started = true
 	go func() {
-		defer close(watch)
-		_, _ = io.Copy(io.Discard, io.LimitReader(r, 1<<10))
-		cancel(errCallerGone)
+		defer close(watched)
+		watch(cancel, ended)
 	}()
 	stop := context.AfterFunc(ctx, func() { st.Reset() }) // unblocks writes to a caller that left
 	s.handler.ServeCall(ctx, c)
@@ -192,11 +362,10 @@ func (s *Service) serve(st network.Stream) {
 		}
 		c.Fail(e)
 	}
-	stopped := stop()
-	if stopped {
-		st.Close()
+	if !stop() {
+		return broken, watched
 	}
-	<-watch
+	return answered, watched
 }
 
 // enterPeer counts a call from p, unless p has maxPerPeer in flight
@@ -262,6 +431,8 @@ type Call struct {
 	seq     uint64
 	started bool
 	done    bool
+	// answered is done, for the goroutine that reads a kept stream.
+	answered atomic.Bool
 }
 
 // Started tells a stream caller that the handler has begun. It is sent at
@@ -311,6 +482,7 @@ func (c *Call) write(f protocol.CallFrame, last bool) error {
 	c.seq++
 	if last {
 		c.done = true
+		c.answered.Store(true) // before the frame can reach the caller
 	}
 	if err := frame.WriteJSON(c.w, f); err != nil {
 		return err
@@ -332,8 +504,61 @@ func (s *Service) Call(ctx context.Context, to peer.ID, req protocol.CallRequest
 	if err := checkRequest(&req, s.cfg.limits.MaxSize); err != nil {
 		return nil, err
 	}
+	for {
+		cc := s.takeIdle(to)
+		reused := cc != nil
+		if !reused {
+			var err error
+			if cc, err = s.open(ctx, to); err != nil {
+				return nil, err
+			}
+		}
+		stop := context.AfterFunc(ctx, func() { cc.st.Reset() }) // also while the request is written
+		err := frame.WriteJSON(cc.w, req)
+		if err == nil {
+			err = cc.w.Flush()
+		}
+		if err == nil {
+			return &Stream{ctx: ctx, svc: s, cc: cc, st: cc.st, r: cc.r, limit: s.cfg.frameLimit(), deadline: req.Deadline, stop: stop}, nil
+		}
+		stop()
+		cc.st.Reset()
+		if ctx.Err() != nil {
+			return nil, ctxError(ctx)
+		}
+		if !reused { // a kept stream that broke while idle: the request did not go; try another
+			return nil, protocol.Errorf(protocol.CodeUnreachable, "%s: send request: %v", to, err)
+		}
+	}
+}
+
+// callConn is a call stream on the caller's side, with its buffers: kept
+// between calls when the callee speaks protocol.CallKeepProtocol.
+type callConn struct {
+	st    network.Stream
+	r     *bufio.Reader
+	w     *bufio.Writer
+	keep  bool
+	since time.Time // idle since
+}
+
+// maxIdlePerPeer bounds the kept streams idle to one peer; keepReuse is
+// how long one may stay idle and still be used, well under the callee's
+// protocol.CallKeepIdle, so that a callee's closing an idle stream and a
+// caller's reusing it do not cross.
+// keepMargin is how far from its request's deadline a call must end for
+// its stream to be kept: more than the clocks of two nodes are expected
+// to differ.
+const (
+	maxIdlePerPeer = 8
+	keepReuse      = protocol.CallKeepIdle / 3
+	keepMargin     = 2 * time.Second
+)
+
+// open opens a call stream to peer to.
+func (s *Service) open(ctx context.Context, to peer.ID) (*callConn, error) {
 	// A relayed connection will do until hole punching replaces it.
-	st, err := s.h.NewStream(network.WithAllowLimitedConn(ctx, "weft-call"), to, protocol.CallProtocol)
+	st, err := s.h.NewStream(network.WithAllowLimitedConn(ctx, "weft-call"), to, protocol.CallKeepProtocol, protocol.CallProtocol)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctxError(ctx)
@@ -344,21 +569,58 @@ func (s *Service) Call(ctx context.Context, to peer.ID, req protocol.CallRequest
 		st.Reset()
 		return nil, protocol.Errorf(protocol.CodeOverloaded, "too many calls to %s: %v", to, err)
 	}
-	stop := context.AfterFunc(ctx, func() { st.Reset() }) // also while the request is written
-	w := bufio.NewWriter(st)
-	err = frame.WriteJSON(w, req)
-	if err == nil {
-		err = w.Flush()
-	}
-	if err != nil {
-		stop()
-		st.Reset()
-		if ctx.Err() != nil {
-			return nil, ctxError(ctx)
+	return &callConn{st: st, r: bufio.NewReader(st), w: bufio.NewWriter(st), keep: st.Protocol() == protocol.CallKeepProtocol}, nil
+}
+
+// takeIdle returns a kept stream to peer to that is still open, or nil.
+func (s *Service) takeIdle(to peer.ID) *callConn {
+	for {
+		s.mu.Lock()
+		ccs := s.idle[to]
+		if len(ccs) == 0 {
+			s.mu.Unlock()
+			return nil
 		}
-		return nil, protocol.Errorf(protocol.CodeUnreachable, "%s: send request: %v", to, err)
+		cc := ccs[len(ccs)-1]
+		ccs[len(ccs)-1] = nil
+		if ccs = ccs[:len(ccs)-1]; len(ccs) == 0 {
+			delete(s.idle, to)
+		} else {
+			s.idle[to] = ccs
+		}
+		s.mu.Unlock()
+		if time.Since(cc.since) < keepReuse && cc.open() {
+			return cc
+		}
+		cc.st.Close()
 	}
-	return &Stream{ctx: ctx, st: st, r: bufio.NewReader(st), limit: s.cfg.frameLimit(), deadline: req.Deadline, stop: stop}, nil
+}
+
+// open reports whether the callee has neither closed nor reset the
+// stream, and sent nothing on it, since its last call: a read that must
+// not wait finds nothing to read.
+func (cc *callConn) open() bool {
+	if cc.r.Buffered() > 0 || cc.st.SetReadDeadline(time.Now().Add(-time.Second)) != nil {
+		return false
+	}
+	_, err := cc.r.Peek(1)
+	var ne net.Error
+	ok := errors.As(err, &ne) && ne.Timeout()
+	return cc.st.SetReadDeadline(time.Time{}) == nil && ok
+}
+
+// putIdle keeps cc, whose call has ended, for the next call to its peer.
+func (s *Service) putIdle(cc *callConn) {
+	to := cc.st.Conn().RemotePeer()
+	cc.since = time.Now()
+	s.mu.Lock()
+	if s.closed || len(s.idle[to]) >= maxIdlePerPeer {
+		s.mu.Unlock()
+		cc.st.Close()
+		return
+	}
+	s.idle[to] = append(s.idle[to], cc)
+	s.mu.Unlock()
 }
 
 // Invoke makes a unary call and returns its final frame, or the call's
@@ -387,6 +649,8 @@ func (s *Service) Invoke(ctx context.Context, to peer.ID, req protocol.CallReque
 // Stream is the answer to a call, read frame by frame.
 type Stream struct {
 	ctx   context.Context
+	svc   *Service
+	cc    *callConn
 	st    network.Stream
 	r     *bufio.Reader
 	limit int
@@ -435,8 +699,9 @@ func (cs *Stream) Next() (*protocol.CallFrame, error) {
 }
 
 // Buffered reports whether a frame's bytes are already buffered, so Next
-// would likely not block.
-func (cs *Stream) Buffered() bool { return cs.r.Buffered() > 0 }
+// would likely not block. Once the answer has ended it is false: the
+// stream may carry another call by then.
+func (cs *Stream) Buffered() bool { return !cs.done && cs.r.Buffered() > 0 }
 
 // Close ends the call: if its answer has not ended, the call is cancelled.
 func (cs *Stream) Close() error {
@@ -448,8 +713,17 @@ func (cs *Stream) Close() error {
 	return nil
 }
 
+// finish ends a call whose answer ended: its stream is kept for the next
+// call if the callee keeps it, it is in step, and the answer did not come
+// near the request's deadline. The callee resets the stream when the
+// deadline passes, which may be just after it wrote the answer: such a
+// stream would break under the next call.
 func (cs *Stream) finish() {
-	cs.stop()
+	nearDeadline := cs.deadline > 0 && time.Until(time.UnixMilli(cs.deadline)) < keepMargin
+	if cs.stop() && cs.cc.keep && cs.r.Buffered() == 0 && !nearDeadline {
+		cs.svc.putIdle(cs.cc)
+		return
+	}
 	cs.st.Close()
 }
 

@@ -181,3 +181,8 @@ func goroutines(substrs ...string) []string {
 	}
 	return out
 }
+
+// newRW returns buffers for st.
+func newRW(st network.Stream) (*bufio.Reader, *bufio.Writer) {
+	return bufio.NewReader(st), bufio.NewWriter(st)
+}

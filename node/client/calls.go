@@ -215,18 +215,91 @@ func (c *Client) serveOne(ctx context.Context, call api.IncomingCall, fn Handler
 		if err == nil {
 			err = errCallOver
 		}
-		pr.CloseWithError(err) // later sends fail instead of blocking
+		pr.CloseWithError(err) // later writes fail instead of blocking
 		done <- err
 	}()
-	enc := json.NewEncoder(pw)
-	enc.SetEscapeHTML(false)
-	send := func(d json.RawMessage) error {
-		return enc.Encode(api.Reply{Kind: "delta", Output: d})
-	}
+	b := newFrameBatcher(pw)
+	send := func(d json.RawMessage) error { return b.send(api.Reply{Kind: "delta", Output: d}) }
 	out, meta, err := fn(ctx, call, send)
-	_ = enc.Encode(answer(out, meta, err))
+	_ = b.send(answer(out, meta, err))
+	b.close()
 	pw.Close()
 	<-done
+}
+
+// frameBatcher writes a stream call's answer lines through one goroutine
+// that writes all the lines queued when it comes round in one write: a
+// handler that makes many small deltas fast sends them in few writes (each
+// write of the request body is a chunk the transport flushes to the
+// daemon, which forwards what it has read at once), one that makes them
+// slowly sends each at once. send blocks while frameQueue lines wait, so
+// a slow caller still slows the handler down.
+type frameBatcher struct {
+	w      io.Writer
+	lines  chan []byte
+	failed chan struct{} // closed when a write failed; err is set
+	err    error
+	done   chan struct{}
+}
+
+// frameQueue bounds the lines queued; frameBatch the bytes of one write
+// (one line may pass it).
+const (
+	frameQueue = 256
+	frameBatch = 64 << 10
+)
+
+func newFrameBatcher(w io.Writer) *frameBatcher {
+	b := &frameBatcher{w: w, lines: make(chan []byte, frameQueue), failed: make(chan struct{}), done: make(chan struct{})}
+	go b.run()
+	return b
+}
+
+func (b *frameBatcher) send(r api.Reply) error {
+	line, err := marshal(r)
+	if err != nil {
+		return err
+	}
+	line = append(line, '\n')
+	select {
+	case b.lines <- line:
+		return nil
+	case <-b.failed:
+		return b.err
+	}
+}
+
+// close writes what is queued and stops; send must not be called after.
+func (b *frameBatcher) close() {
+	close(b.lines)
+	<-b.done
+}
+
+func (b *frameBatcher) run() {
+	defer close(b.done)
+	var batch []byte
+	for line := range b.lines {
+		batch = append(batch[:0], line...)
+	more:
+		for len(batch) < frameBatch {
+			select {
+			case l, ok := <-b.lines:
+				if !ok {
+					break more
+				}
+				batch = append(batch, l...)
+			default:
+				break more
+			}
+		}
+		if _, err := b.w.Write(batch); err != nil {
+			b.err = err
+			close(b.failed)
+			for range b.lines { // let close return
+			}
+			return
+		}
+	}
 }
 
 // errCallOver fails sends after a call's answer has ended.

@@ -96,6 +96,10 @@ func (f *fake) Space(ref string) (node.Space, error) {
 	}
 	return f.space(), f.fail()
 }
+func (f *fake) SpaceID(ref string) (protocol.ID, error) {
+	sp, err := f.Space(ref)
+	return sp.ID, err
+}
 func (f *fake) Join(name string, keep *store.Retention) (node.Space, bool, error) {
 	if err := node.CheckSpaceName(name); err != nil {
 		return node.Space{}, false, err

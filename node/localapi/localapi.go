@@ -50,6 +50,7 @@ type Backend interface {
 
 	Spaces() ([]node.Space, error)
 	Space(ref string) (node.Space, error)
+	SpaceID(ref string) (protocol.ID, error)
 	Join(name string, keep *store.Retention) (node.Space, bool, error)
 	SetSpaceLimits(ref string, l store.SpaceLimits) (node.Space, error)
 	Leave(ref string) error

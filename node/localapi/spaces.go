@@ -117,6 +117,18 @@ func (a *API) spaceOf(w http.ResponseWriter, r *http.Request) (node.Space, bool)
 	return sp, true
 }
 
+// spaceIDOf resolves the {space} path value to its ID alone, or answers
+// 404 or 503: a send or a read needs no more, and describing a space
+// counts what it holds.
+func (a *API) spaceIDOf(w http.ResponseWriter, r *http.Request) (protocol.ID, bool) {
+	id, err := a.b.SpaceID(r.PathValue("space"))
+	if err != nil {
+		writeErr(w, err)
+		return id, false
+	}
+	return id, true
+}
+
 func (a *API) space(w http.ResponseWriter, r *http.Request) {
 	if sp, ok := a.spaceOf(w, r); ok {
 		writeJSON(w, http.StatusOK, apiSpace(sp))
@@ -165,7 +177,7 @@ func (a *API) leave(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) send(w http.ResponseWriter, r *http.Request) {
-	sp, ok := a.spaceOf(w, r)
+	space, ok := a.spaceIDOf(w, r)
 	if !ok {
 		return
 	}
@@ -178,7 +190,7 @@ func (a *API) send(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	m, err := a.b.Send(r.Context(), sp.ID, node.Post{
+	m, err := a.b.Send(r.Context(), space, node.Post{
 		Content: req.Content, Type: req.Type, Refs: refs,
 		TTL: time.Duration(req.TTL) * time.Second, Meta: req.Meta,
 	})
@@ -190,8 +202,8 @@ func (a *API) send(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) read(w http.ResponseWriter, r *http.Request) {
-	if sp, ok := a.spaceOf(w, r); ok {
-		a.readPage(w, r, sp.ID)
+	if space, ok := a.spaceIDOf(w, r); ok {
+		a.readPage(w, r, space)
 	}
 }
 

@@ -1,0 +1,132 @@
+package client_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/weftmesh/weft/node/client"
+	"github.com/weftmesh/weft/protocol/api"
+)
+
+// gatedConn counts the writes that carry a delta and holds them until
+// release is closed.
+type gatedConn struct {
+	net.Conn
+	release <-chan struct{}
+	deltas  *atomic.Int64
+}
+
+func (c gatedConn) Write(b []byte) (int, error) {
+	if bytes.Contains(b, []byte(`"kind":"delta"`)) {
+		c.deltas.Add(1)
+		<-c.release
+	}
+	return c.Conn.Write(b)
+}
+
+// TestServeBatchesDeltas: a handler that makes deltas faster than they
+// can be written sends them in a few writes, not one each, and every one
+// reaches the daemon in order, the final answer last. The daemon here is
+// a fake of its two routes (this tests the client alone); the client's
+// first write of a delta is held until the handler has made them all
+// (or 5 s passed), so they queue behind it.
+func TestServeBatchesDeltas(t *testing.T) {
+	const n = 100
+	var (
+		mu    sync.Mutex
+		lines []api.Reply
+		got   = make(chan struct{})
+	)
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/handlers", func(w http.ResponseWriter, r *http.Request) {
+		enc := json.NewEncoder(w)
+		enc.Encode(api.HandlerEvent{Type: "ready"})
+		enc.Encode(api.HandlerEvent{Type: "call", Call: &api.IncomingCall{ID: "c1", Name: "count", Stream: true}})
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	})
+	mux.HandleFunc("POST /v1/calls/c1/frames", func(w http.ResponseWriter, r *http.Request) {
+		sc := bufio.NewScanner(r.Body)
+		for sc.Scan() {
+			var rep api.Reply
+			if err := json.Unmarshal(sc.Bytes(), &rep); err != nil {
+				t.Errorf("line %q: %v", sc.Bytes(), err)
+			}
+			mu.Lock()
+			lines = append(lines, rep)
+			mu.Unlock()
+			if rep.Kind == "final" {
+				break
+			}
+		}
+		fmt.Fprintln(w, `{"frames":1}`)
+		close(got)
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	release := make(chan struct{})
+	var once sync.Once
+	open := func() { once.Do(func() { close(release) }) }
+	defer open()
+	timer := time.AfterFunc(5*time.Second, open)
+	defer timer.Stop()
+	var deltaWrites atomic.Int64
+	c := &client.Client{Dial: func(ctx context.Context) (net.Conn, error) {
+		var d net.Dialer
+		conn, err := d.DialContext(ctx, "tcp", srv.Listener.Addr().String())
+		return gatedConn{conn, release, &deltaWrites}, err
+	}}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	served := make(chan error, 1)
+	go func() {
+		served <- c.Serve(ctx, api.HandlerRequest{Names: []string{"count"}},
+			func(ctx context.Context, call api.IncomingCall, send func(json.RawMessage) error) (json.RawMessage, map[string]string, error) {
+				for i := range n {
+					if err := send(json.RawMessage(strconv.Itoa(i))); err != nil {
+						return nil, nil, err
+					}
+				}
+				open()
+				return json.RawMessage(`"done"`), nil, nil
+			}, nil)
+	}()
+	select {
+	case <-got:
+	case err := <-served:
+		t.Fatalf("Serve ended: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the frames did not arrive")
+	}
+	cancel()
+	<-served
+
+	mu.Lock()
+	defer mu.Unlock()
+	if len(lines) != n+1 {
+		t.Fatalf("%d lines, want %d deltas and a final", len(lines), n)
+	}
+	for i, l := range lines[:n] {
+		if l.Kind != "delta" || string(l.Output) != strconv.Itoa(i) {
+			t.Fatalf("line %d = %+v, want delta %d", i, l, i)
+		}
+	}
+	if l := lines[n]; l.Kind != "final" || string(l.Output) != `"done"` {
+		t.Errorf("last line = %+v, want the final answer", l)
+	}
+	if w := deltaWrites.Load(); w > 5 {
+		t.Errorf("%d deltas took %d writes, want a few batches", n, w)
+	}
+}
