@@ -41,7 +41,7 @@ func (s inboxSink) Receive(ctx context.Context, m *protocol.Message) error {
 	return s.n.receiveDM(ctx, m)
 }
 
-// ingest stores a valid message durably, within its space's limits (see
+// ingest stores a valid message (durably unless relayed(via)), within its space's limits (see
 // flood.go), and reports whether it was new. A message over them is not
 // stored: this node's agents get an *Error saying so, the network
 // mesh.ErrDeclined.
@@ -61,7 +61,11 @@ func (n *Node) put(ctx context.Context, m *protocol.Message, via string) (store.
 		return store.Entry{}, false, n.refusal(m, via, err)
 	}
 	lim := n.limitsOf(m.Space)
-	e, added, err := n.store.PutWithin(ctx, storeMessage(m), store.Quota{SpaceBytes: lim.MaxBytes, SenderBytes: lim.MaxSenderBytes})
+	putWithin := n.store.PutWithin
+	if relayed(via) {
+		putWithin = n.store.PutRelayed
+	}
+	e, added, err := putWithin(ctx, storeMessage(m), store.Quota{SpaceBytes: lim.MaxBytes, SenderBytes: lim.MaxSenderBytes})
 	if errors.Is(err, store.ErrQuota) {
 		return e, false, n.refusal(m, via, err)
 	}
@@ -76,6 +80,14 @@ func (n *Node) put(ctx context.Context, m *protocol.Message, via string) (store.
 	}
 	return e, added, nil
 }
+
+// relayed reports whether a message that came in via is one peers can
+// send again (gossip, sync, a private space's message held for its
+// parents): it is stored without waiting for the disk, which it reaches
+// within the store's SyncInterval. Everything else (this node's agents'
+// sends, imports, direct messages, which the sender stops retrying once
+// acknowledged) is on disk before ingest returns.
+func relayed(via string) bool { return via == "mesh" || via == "held" }
 
 // stored returns the entry of a message already stored, as Put would.
 func (n *Node) stored(id protocol.ID) (store.Entry, bool, error) {

@@ -1,0 +1,210 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	badger "github.com/dgraph-io/badger/v4"
+)
+
+// Durability: Badger runs without SyncWrites, so a commit is in its
+// memtable's write-ahead log and its value log (both memory-mapped files)
+// when it returns, which a crash of the process (kill -9) does not lose,
+// but not yet on disk, which a crash of the machine can. A write that must
+// survive that (a local send, an outbox entry, a space record) waits for
+// the group syncer: one goroutine calling db.Sync for every writer waiting
+// at the time, so concurrent durable writes share one sync. Messages from
+// the network (PutRelayed, PutBatch) do not wait; they can be fetched
+// again from peers, and the syncer also syncs within SyncInterval of any
+// such write.
+//
+// What db.Sync covers (Badger v4.9.6, DB.Sync): the active memtable's WAL
+// and the value log file being written (the highest file id). It does not
+// cover a WAL whose memtable was rotated out (full) and is not yet flushed
+// to a level-0 table, nor a value log file that was rotated (full): without
+// SyncWrites Badger fsyncs neither on rotation. A commit may land in one
+// of those just before the rotation, so after db.Sync the syncer also
+// fsyncs, once each, the WAL and value log files that are not the newest
+// of their kind (see syncRotated). A flushed memtable's WAL is deleted
+// after its table is written and synced, so a file gone by then needs
+// nothing.
+
+// DefaultSyncInterval is how soon a write that did not wait for a sync
+// (a message from the network) reaches disk, when Options.SyncInterval
+// is 0.
+const DefaultSyncInterval = 200 * time.Millisecond
+
+// syncer is the group-commit goroutine of a store on disk.
+type syncer struct {
+	db     *badger.DB
+	dir    string
+	kick   chan struct{} // a waiter arrived (buffered, one)
+	dirty  atomic.Bool   // a write not yet synced that nobody waits for
+	syncs  atomic.Int64  // db.Sync calls made (tests)
+	mu     sync.Mutex
+	waits  []chan error    // waiting for the next sync to start; guarded by mu
+	rotate map[string]bool // rotated files fsync'd, by name
+}
+
+func newSyncer(db *badger.DB, dir string) *syncer {
+	return &syncer{db: db, dir: dir, kick: make(chan struct{}, 1), rotate: make(map[string]bool)}
+}
+
+// wait returns once every write committed before it was called is on
+// disk, or the sync's error. It does not take a ctx: a sync is short, and
+// a caller that went away would leave its write committed and not synced.
+func (y *syncer) wait() error {
+	if y == nil {
+		return nil // in memory
+	}
+	ch := make(chan error, 1)
+	y.mu.Lock()
+	y.waits = append(y.waits, ch)
+	y.mu.Unlock()
+	select {
+	case y.kick <- struct{}{}:
+	default:
+	}
+	return <-ch
+}
+
+// later records a write that is to reach disk by the next periodic sync.
+func (y *syncer) later() {
+	if y != nil {
+		y.dirty.Store(true)
+	}
+}
+
+// run syncs for the waiters as they come and every interval if a write
+// is waiting for no one, until ctx ends; then it syncs once more for the
+// waiters still there.
+func (y *syncer) run(ctx context.Context, interval time.Duration, logger *slog.Logger) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			y.once(logger)
+			return
+		case <-y.kick:
+		case <-t.C:
+		}
+		y.once(logger)
+	}
+}
+
+// once runs one sync for the writers waiting now (and the lazy writes
+// made so far), if there are any.
+func (y *syncer) once(logger *slog.Logger) {
+	y.mu.Lock()
+	waits := y.waits
+	y.waits = nil
+	y.mu.Unlock()
+	// Cleared before the sync: a write after this is covered by the next.
+	dirty := y.dirty.Swap(false)
+	if len(waits) == 0 && !dirty {
+		return
+	}
+	err := y.sync()
+	if err != nil {
+		logger.Warn("store: sync", "err", err)
+		y.dirty.Store(true) // try again next time
+	}
+	for _, ch := range waits {
+		ch <- err
+	}
+}
+
+// sync makes every write committed before it durable: db.Sync, then the
+// rotated WAL and value log files it does not cover.
+func (y *syncer) sync() error {
+	y.syncs.Add(1)
+	if err := y.db.Sync(); err != nil {
+		return fmt.Errorf("sync badger: %w", err)
+	}
+	return y.syncRotated()
+}
+
+// syncRotated fsyncs, once each, the memtable WAL (.mem) and value log
+// (.vlog) files that are not the newest of their kind: rotated out,
+// possibly holding commits no fsync covered yet. Badger numbers both kinds
+// of file increasingly, and writes only to the newest one, which db.Sync
+// has just synced.
+func (y *syncer) syncRotated() error {
+	entries, err := os.ReadDir(y.dir)
+	if err != nil {
+		return fmt.Errorf("list %s: %w", y.dir, err)
+	}
+	newest := map[string]int{}
+	type file struct {
+		name, ext string
+		n         int
+	}
+	var files []file
+	for _, e := range entries {
+		name := e.Name()
+		ext := filepath.Ext(name)
+		if ext != ".mem" && ext != ".vlog" {
+			continue
+		}
+		n, err := strconv.Atoi(strings.TrimSuffix(name, ext))
+		if err != nil {
+			continue
+		}
+		files = append(files, file{name, ext, n})
+		if cur, ok := newest[ext]; !ok || n > cur {
+			newest[ext] = n
+		}
+	}
+	present := make(map[string]bool, len(files))
+	var errs []error
+	for _, f := range files {
+		present[f.name] = true
+		if f.n == newest[f.ext] {
+			continue
+		}
+		if y.rotate[f.name] {
+			continue
+		}
+		if err := fsyncFile(filepath.Join(y.dir, f.name)); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		y.rotate[f.name] = true
+	}
+	for name := range y.rotate {
+		if !present[name] {
+			delete(y.rotate, name)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// fsyncFile fsyncs the file at path; one deleted meanwhile (a flushed
+// memtable's WAL, a value log file GC removed) needs nothing.
+func fsyncFile(path string) error {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("fsync %s: %w", path, err)
+	}
+	return nil
+}
