@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/weftmesh/weft/protocol"
 	"github.com/weftmesh/weft/store"
@@ -31,6 +32,69 @@ func (s spaceSink) Deliver(ctx context.Context, m *protocol.Message) error {
 		s.n.cfg.Metrics.MessageReceived(m.Space.String())
 	}
 	return err
+}
+
+// DeliverBatch is Deliver for the messages of a sync exchange
+// (reconcile.BatchSink), parents first as far as created_at tells: each is
+// checked as Deliver checks it, and those of open spaces within their
+// space's limits are stored in one batch (store.PutBatch) rather than a
+// transaction each. A private space's messages go one by one through
+// ingest, in order: whether one is accepted depends on those accepted
+// before it (see ingestPrivate).
+func (s spaceSink) DeliverBatch(ctx context.Context, ms []*protocol.Message) []error {
+	n := s.n
+	errs := make([]error, len(ms))
+	spans := make([]trace.Span, len(ms))
+	bySpace := make(map[protocol.ID][]int)
+	for i, m := range ms {
+		if n.private.get(m.Space) != nil {
+			errs[i] = s.Deliver(ctx, m)
+			continue
+		}
+		_, spans[i] = n.messageSpan(ctx, "process", n.spaceLabel(m.Space), m)
+		if err := n.admitLimits(m); err != nil {
+			if has, _ := n.store.Has(m.ID); !has {
+				errs[i] = n.refusal(m, "mesh", err)
+			}
+			continue
+		}
+		bySpace[m.Space] = append(bySpace[m.Space], i)
+	}
+	for space, idx := range bySpace {
+		batch := make([]store.Message, len(idx))
+		for k, i := range idx {
+			batch[k] = storeMessage(ms[i])
+		}
+		lim := n.limitsOf(space)
+		res, err := n.store.PutBatch(ctx, batch, store.Quota{SpaceBytes: lim.MaxBytes, SenderBytes: lim.MaxSenderBytes})
+		if err != nil {
+			n.log.Warn("store messages", "via", "mesh", "space", space, "count", len(idx), "err", err)
+			for _, i := range idx {
+				errs[i] = fmt.Errorf("store: %w", err)
+			}
+			continue
+		}
+		for k, r := range res {
+			i := idx[k]
+			m := ms[i]
+			switch {
+			case errors.Is(r.Err, store.ErrQuota):
+				errs[i] = n.refusal(m, "mesh", r.Err)
+			case r.Err != nil:
+				errs[i] = fmt.Errorf("store: %w", r.Err)
+			case r.Added:
+				n.cfg.Metrics.MessageReceived(space.String())
+				n.log.Debug("message stored", "via", "mesh", "id", m.ID, "space", m.Space, "from", m.From, "type", m.Type)
+			}
+			spans[i].SetAttributes(attribute.Bool("weft.new", r.Added))
+		}
+	}
+	for i, span := range spans {
+		if span != nil {
+			endSpan(span, errs[i])
+		}
+	}
+	return errs
 }
 
 // inboxSink is the node as the direct protocol's Inbox: direct messages

@@ -308,3 +308,61 @@ func TestDeclinedDropped(t *testing.T) {
 		t.Errorf("stats %+v, a holds %d; want 10 declined, 10 kept", st, len(a.st.ids(testSpace)))
 	}
 }
+
+// batchDecliner is a BatchSink that declines every other message of each
+// batch and counts what it is handed.
+type batchDecliner struct {
+	*memStore
+	batches, batched, single int // guarded by memStore.mu
+}
+
+func (d *batchDecliner) Deliver(ctx context.Context, m *protocol.Message) error {
+	d.mu.Lock()
+	d.single++
+	d.mu.Unlock()
+	return d.memStore.Deliver(ctx, m)
+}
+
+func (d *batchDecliner) DeliverBatch(ctx context.Context, ms []*protocol.Message) []error {
+	d.mu.Lock()
+	d.batches++
+	d.batched += len(ms)
+	d.mu.Unlock()
+	errs := make([]error, len(ms))
+	for i, m := range ms {
+		if i > 0 && !protocol.KeyOf(ms[i-1]).Less(protocol.KeyOf(m)) {
+			errs[i] = fmt.Errorf("batch out of order at %d", i)
+			continue
+		}
+		if i%2 == 0 {
+			errs[i] = fmt.Errorf("over quota: %w", ErrDeclined)
+			continue
+		}
+		d.memStore.add(m)
+	}
+	return errs
+}
+
+// TestBatchSink: a BatchSink gets an exchange's messages in one call, in
+// sync order, and its per-message answers count as Deliver's would: the
+// declined are dropped, the rest received.
+func TestBatchSink(t *testing.T) {
+	t.Parallel()
+	a, b := newNode(t), newNode(t)
+	d := &batchDecliner{memStore: a.st}
+	a.svc.Join(testSpace, d)
+	au := newAuthor(t)
+	var msgs []*protocol.Message // no prev: a declined one is not asked for again
+	for i := range 20 {
+		msgs = append(msgs, au.msg(t, testSpace, time.Duration(i)*time.Millisecond, 0))
+	}
+	st := syncSets(t, a, b, nil, msgs)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.single != 0 || d.batched != 20 || d.batches == 0 || d.batches > 2 {
+		t.Errorf("%d batches of %d messages in all, %d one by one; want all 20 in one or two batches", d.batches, d.batched, d.single)
+	}
+	if st.Dropped != 10 || st.Received != 10 || len(a.st.keys[testSpace]) != 10 {
+		t.Errorf("stats %+v, a holds %d; want 10 declined, 10 kept", st, len(a.st.keys[testSpace]))
+	}
+}

@@ -36,8 +36,9 @@ const (
 	// with up to this many of our IDs at once (at most 128 KiB) rather
 	// than split again.
 	idListBulk = 4096
-	// deliverWorkers is how many messages are handed to the Sink at once,
-	// so that durable stores can share fsyncs.
+	// deliverWorkers is how many messages are handed at once to a Sink
+	// that takes them one by one (not a BatchSink), so that durable
+	// stores can share fsyncs.
 	deliverWorkers = 16
 )
 
@@ -386,8 +387,16 @@ func (s *session) receive(ctx context.Context, wires [][]byte) error {
 	}
 	// Parents first, as far as created_at tells.
 	slices.SortFunc(ok, func(a, b *protocol.Message) int { return protocol.KeyOf(a).Compare(protocol.KeyOf(b)) })
-	derrs := make([]error, len(ok))
-	parallel(len(ok), deliverWorkers, func(i int) { derrs[i] = s.sink.Deliver(ctx, ok[i]) })
+	var derrs []error
+	if b, isBatch := s.sink.(BatchSink); isBatch {
+		derrs = b.DeliverBatch(ctx, ok)
+		if len(derrs) != len(ok) {
+			return fmt.Errorf("deliver: %d results for %d messages", len(derrs), len(ok))
+		}
+	} else {
+		derrs = make([]error, len(ok))
+		parallel(len(ok), deliverWorkers, func(i int) { derrs[i] = s.sink.Deliver(ctx, ok[i]) })
+	}
 	kept := ok[:0]
 	for i, err := range derrs {
 		switch {
