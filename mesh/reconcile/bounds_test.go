@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -364,5 +366,85 @@ func TestBatchSink(t *testing.T) {
 	}
 	if st.Dropped != 10 || st.Received != 10 || len(a.st.keys[testSpace]) != 10 {
 		t.Errorf("stats %+v, a holds %d; want 10 declined, 10 kept", st, len(a.st.keys[testSpace]))
+	}
+}
+
+// blockingSink is a BatchSink whose first DeliverBatch waits for release.
+type blockingSink struct {
+	*memStore
+	first   sync.Once
+	release chan struct{}
+	calls   atomic.Int32
+}
+
+func (b *blockingSink) DeliverBatch(ctx context.Context, ms []*protocol.Message) []error {
+	b.calls.Add(1)
+	b.first.Do(func() { <-b.release })
+	errs := make([]error, len(ms))
+	for i, m := range ms {
+		errs[i] = b.Deliver(ctx, m)
+	}
+	return errs
+}
+
+// countingStore counts the messages read to be sent (Wire calls).
+type countingStore struct {
+	*memStore
+	wires atomic.Int32
+}
+
+func (c *countingStore) Wire(space, id protocol.ID) ([]byte, bool, error) {
+	c.wires.Add(1)
+	return c.memStore.Wire(space, id)
+}
+
+// TestReceivePipelined: while one exchange's messages are being stored,
+// the session has already asked for the next ones, and the peer serves
+// them; nothing is lost, and the session ends once all are stored.
+func TestReceivePipelined(t *testing.T) {
+	t.Parallel()
+	small := func(c *config) error { c.msgBudget = 2 << 10; return nil } // a few messages an exchange
+	src := &countingStore{memStore: newMemStore()}
+	a := newNode(t, small)
+	hb := newHost(t)
+	svc, err := New(hb, src, small)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Close() })
+	svc.Join(testSpace, src.memStore)
+	connect(t, a.h, hb)
+	sink := &blockingSink{memStore: a.st, release: make(chan struct{})}
+	var releaseOnce sync.Once
+	release := func() { releaseOnce.Do(func() { close(sink.release) }) }
+	t.Cleanup(release) // also when the test fails before
+	a.svc.Join(testSpace, sink)
+	msgs := newAuthor(t).chain(t, 200, 0)
+	addAll(src.memStore, msgs)
+
+	result := make(chan error, 1)
+	go func() {
+		_, err := a.svc.Sync(syncCtx(t), hb.ID(), testSpace)
+		result <- err
+	}()
+	// The first batch is held; the peer is asked for (and reads) more.
+	deadline := time.Now().Add(30 * time.Second)
+	for sink.calls.Load() == 0 || src.wires.Load() <= 40 {
+		if time.Now().After(deadline) {
+			t.Fatalf("with the first batch not stored: %d batches, the peer read %d messages to send", sink.calls.Load(), src.wires.Load())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	select {
+	case err := <-result:
+		t.Fatalf("session ended with a batch not stored: %v", err)
+	default:
+	}
+	release()
+	if err := <-result; err != nil {
+		t.Fatal(err)
+	}
+	if got := len(a.st.ids(testSpace)); got != len(msgs) {
+		t.Fatalf("a holds %d of %d", got, len(msgs))
 	}
 }

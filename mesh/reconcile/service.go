@@ -777,7 +777,13 @@ func (s *Service) answer(ctx context.Context, str network.Stream, stats *Stats) 
 // converse takes turns with the peer until both have nothing to say: the
 // side that receives an empty exchange and has nothing to add sends its
 // own empty one and stops, and the other stops on reading it.
-func (s *Service) converse(ctx context.Context, c *conn, sess *session, sentEmpty bool) error {
+func (s *Service) converse(ctx context.Context, c *conn, sess *session, sentEmpty bool) (err error) {
+	defer func() {
+		// The last messages received are stored before the session ends.
+		if serr := sess.settle(); err == nil {
+			err = serr
+		}
+	}()
 	for round := 0; ; round++ {
 		if round >= s.cfg.maxRounds {
 			return fmt.Errorf("%w: more than %d rounds", ErrRefused, s.cfg.maxRounds)

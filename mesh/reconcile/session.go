@@ -63,6 +63,10 @@ type session struct {
 	sent    int64                    // message bytes sent to the peer in this session
 	left    *atomic.Int64            // told len(wanted) (see report); nil: nobody
 
+	// inflight is the peer's last exchange's messages being validated and
+	// stored while the session answers it (see process); nil when none.
+	inflight *delivery
+
 	stats Stats
 }
 
@@ -144,10 +148,18 @@ func (s *session) opening() (*exchange, error) {
 }
 
 // process handles the peer's exchange in and returns ours.
+//
+// The messages of in are validated and stored in the background while
+// the rest of in is answered (pipelining: the peer reads and sends the
+// next messages asked for while this side verifies and stores the last
+// ones); the next process, or the end of the session (settle), waits for
+// them. The parents they name and lack are asked for once they are
+// stored, so an answer that would otherwise be empty waits for them.
 func (s *session) process(ctx context.Context, in *exchange) (*exchange, error) {
-	if err := s.receive(ctx, in.msgs); err != nil {
+	if err := s.settle(); err != nil {
 		return nil, err
 	}
+	s.inflight = s.startReceive(ctx, in.msgs)
 	for _, id := range in.missing {
 		delete(s.wanted, id)
 	}
@@ -183,6 +195,13 @@ func (s *session) process(ctx context.Context, in *exchange) (*exchange, error) 
 			return nil, err
 		}
 		lower = r.upper
+	}
+	onlySkips := len(out.ranges) == 0 || len(out.ranges) == 1 && out.ranges[0].mode == modeSkip
+	if s.inflight != nil && onlySkips && len(s.toWant) == 0 && len(s.toSend) == 0 && len(s.missing) == 0 {
+		// Nothing else to say: what these messages lack may be.
+		if err := s.settle(); err != nil {
+			return nil, err
+		}
 	}
 	if err := s.fill(out); err != nil {
 		return nil, err
@@ -334,7 +353,7 @@ func (s *session) fill(x *exchange) error {
 	x.wants, s.toWant = s.toWant[:n:n], s.toWant[n:]
 	n = min(len(s.missing), frameWants)
 	x.missing, s.missing = s.missing[:n:n], s.missing[n:]
-	budget := frameMessageBytes
+	budget := s.cfg.msgBudget
 	for len(s.toSend) > 0 && (budget > 0 || len(x.msgs) == 0) && s.sent < s.cfg.sessionBytes {
 		id := s.toSend[0]
 		s.toSend = s.toSend[1:]
@@ -350,15 +369,62 @@ func (s *session) fill(x *exchange) error {
 	return nil
 }
 
-// receive validates the peer's messages exactly as gossip is validated and
-// hands the valid ones to the Sink. Expired and future-dated messages are
-// dropped (clocks differ; they are not the peer's fault); anything else
-// invalid, or of another space, refuses the peer. After delivery, the
-// parents of each message that we lack are asked for.
-func (s *session) receive(ctx context.Context, wires [][]byte) error {
+// delivery is one exchange's messages on their way to the Sink.
+type delivery struct {
+	done     chan struct{}
+	received []protocol.ID       // valid messages of the space (no longer wanted)
+	kept     []*protocol.Message // stored (not declined)
+	dropped  int
+	err      error
+}
+
+// startReceive validates the peer's messages exactly as gossip is
+// validated and hands the valid ones to the Sink, in the background; settle
+// applies the outcome. Expired and future-dated messages are dropped
+// (clocks differ; they are not the peer's fault); anything else invalid,
+// or of another space, refuses the peer. Nil when there are none.
+func (s *session) startReceive(ctx context.Context, wires [][]byte) *delivery {
 	if len(wires) == 0 {
 		return nil
 	}
+	d := &delivery{done: make(chan struct{})}
+	go func() {
+		defer close(d.done)
+		d.err = s.receive(ctx, d, wires)
+	}()
+	return d
+}
+
+// settle waits for the messages in flight, counts them and asks for the
+// parents they name that we lack.
+func (s *session) settle() error {
+	d := s.inflight
+	if d == nil {
+		return nil
+	}
+	s.inflight = nil
+	<-d.done
+	for _, id := range d.received {
+		delete(s.wanted, id)
+	}
+	s.stats.Dropped += d.dropped
+	s.stats.Received += len(d.kept)
+	if d.err != nil {
+		return d.err
+	}
+	for _, m := range d.kept {
+		for _, p := range m.Prev {
+			if err := s.want(p); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// receive is startReceive's work, into d. It reads only what does not
+// change during a session (space, floor, sink, cfg).
+func (s *session) receive(ctx context.Context, d *delivery, wires [][]byte) error {
 	now := s.cfg.now()
 	msgs := make([]*protocol.Message, len(wires))
 	errs := make([]error, len(wires))
@@ -369,7 +435,7 @@ func (s *session) receive(ctx context.Context, wires [][]byte) error {
 	for i, m := range msgs {
 		switch err := errs[i]; {
 		case errors.Is(err, protocol.ErrExpired), errors.Is(err, protocol.ErrClockSkew):
-			s.stats.Dropped++
+			d.dropped++
 			continue
 		case err != nil:
 			return fmt.Errorf("%w: message %d of exchange: %v", ErrRefused, i, err)
@@ -378,9 +444,9 @@ func (s *session) receive(ctx context.Context, wires [][]byte) error {
 			// a message of another space: we ask, they say missing).
 			return fmt.Errorf("%w: message %s belongs to space %s", ErrRefused, m.ID, m.Space)
 		}
-		delete(s.wanted, m.ID)
+		d.received = append(d.received, m.ID)
 		if protocol.KeyOf(m).Less(s.floor) {
-			s.stats.Dropped++ // below the window: we would not keep it
+			d.dropped++ // below the window: we would not keep it
 			continue
 		}
 		ok = append(ok, m)
@@ -397,24 +463,14 @@ func (s *session) receive(ctx context.Context, wires [][]byte) error {
 		derrs = make([]error, len(ok))
 		parallel(len(ok), deliverWorkers, func(i int) { derrs[i] = s.sink.Deliver(ctx, ok[i]) })
 	}
-	kept := ok[:0]
 	for i, err := range derrs {
 		switch {
 		case errors.Is(err, ErrDeclined):
-			s.stats.Dropped++
+			d.dropped++
 		case err != nil:
 			return fmt.Errorf("deliver %s: %w", ok[i].ID, err)
 		default:
-			kept = append(kept, ok[i])
-		}
-	}
-	ok = kept
-	s.stats.Received += len(ok)
-	for _, m := range ok {
-		for _, p := range m.Prev {
-			if err := s.want(p); err != nil {
-				return err
-			}
+			d.kept = append(d.kept, ok[i])
 		}
 	}
 	return nil
