@@ -131,6 +131,7 @@ func (s *Store) batchOnce(ms []Message, idx []int, q Quota, results []PutResult)
 	first := make(map[protocol.ID]int, len(idx)) // each ID's first index in ms
 	var dups []int
 	plans := make([]batchPlan, 0, len(idx))
+	planned := make(map[protocol.ID]bool, len(idx)) // new messages read so far
 	for _, i := range idx {
 		m := &ms[i]
 		results[i] = PutResult{}
@@ -158,6 +159,12 @@ func (s *Store) batchOnce(ms []Message, idx []int, q Quota, results []PutResult)
 				continue
 			}
 			bp := batchParent{id: parent}
+			if planned[parent] {
+				// New in this batch, before m: not stored (it was read
+				// so), and written (or refused) before m in the second step.
+				p.parents = append(p.parents, bp)
+				continue
+			}
 			val, err := get(txn, messageKey(parent))
 			switch {
 			case err == nil:
@@ -170,6 +177,7 @@ func (s *Store) batchOnce(ms []Message, idx []int, q Quota, results []PutResult)
 			p.parents = append(p.parents, bp)
 		}
 		plans = append(plans, p)
+		planned[m.ID] = true
 	}
 
 	s.mutateMu.RLock()

@@ -29,6 +29,9 @@ const (
 	// maxOutstanding bounds the IDs asked for and not yet received (a
 	// later session asks for the rest).
 	maxOutstanding = 1 << 16
+	// maxGot bounds the IDs a session remembers having stored (see
+	// session.got); beyond it, the store is asked.
+	maxGot = 1 << 18
 	// frameRangeBytes is the budget of range bytes in one exchange; the
 	// ranges beyond it are answered next turn (see process).
 	frameRangeBytes = 1 << 20
@@ -66,6 +69,9 @@ type session struct {
 	// inflight is the peer's last exchange's messages being validated and
 	// stored while the session answers it (see process); nil when none.
 	inflight *delivery
+	// got holds the messages this session stored (up to maxGot), so that
+	// asking for their children's parents needs no store lookup.
+	got map[protocol.ID]struct{}
 
 	stats Stats
 }
@@ -94,6 +100,9 @@ func (s *session) summary(lo, hi protocol.SyncKey) (int, protocol.Fingerprint, e
 // want asks for id unless it is stored or already asked for.
 func (s *session) want(id protocol.ID) error {
 	if _, ok := s.wanted[id]; ok {
+		return nil
+	}
+	if _, ok := s.got[id]; ok {
 		return nil
 	}
 	has, err := s.st.Has(id)
@@ -168,13 +177,9 @@ func (s *session) process(ctx context.Context, in *exchange) (*exchange, error) 
 		if _, ok := s.queued[id]; ok {
 			continue
 		}
-		if _, ok, err := s.st.Wire(s.space, id); err != nil {
-			return nil, fmt.Errorf("wire %s: %w", id, err)
-		} else if ok {
-			s.send(id)
-		} else {
-			s.missing = append(s.missing, id)
-		}
+		// Whether we hold it is found when it is read to be sent (fill):
+		// reading it here as well read every message twice.
+		s.send(id)
 	}
 	out := &exchange{}
 	lower := s.floor
@@ -197,8 +202,11 @@ func (s *session) process(ctx context.Context, in *exchange) (*exchange, error) 
 		lower = r.upper
 	}
 	onlySkips := len(out.ranges) == 0 || len(out.ranges) == 1 && out.ranges[0].mode == modeSkip
-	if s.inflight != nil && onlySkips && len(s.toWant) == 0 && len(s.toSend) == 0 && len(s.missing) == 0 {
-		// Nothing else to say: what these messages lack may be.
+	owed := len(s.wanted) - len(in.msgs) // asked for, not in this exchange (roughly: in.msgs are still in wanted)
+	if s.inflight != nil && onlySkips && len(s.toWant) == 0 && len(s.toSend) == 0 && len(s.missing) == 0 && owed <= 0 {
+		// Nothing else to say, and the peer owes us nothing more (if it
+		// did, our empty answer would get more messages or missing IDs,
+		// not the end): what these messages lack may be worth asking.
 		if err := s.settle(); err != nil {
 			return nil, err
 		}
@@ -351,21 +359,27 @@ func (s *session) fill(x *exchange) error {
 	}
 	n := min(len(s.toWant), frameWants)
 	x.wants, s.toWant = s.toWant[:n:n], s.toWant[n:]
-	n = min(len(s.missing), frameWants)
-	x.missing, s.missing = s.missing[:n:n], s.missing[n:]
 	budget := s.cfg.msgBudget
 	for len(s.toSend) > 0 && (budget > 0 || len(x.msgs) == 0) && s.sent < s.cfg.sessionBytes {
 		id := s.toSend[0]
 		s.toSend = s.toSend[1:]
 		wire, ok, err := s.st.Wire(s.space, id)
-		if err != nil || !ok {
-			continue // removed (expired) meanwhile: the peer asks again if it still wants it
+		if err != nil {
+			return fmt.Errorf("wire %s: %w", id, err)
+		}
+		if !ok {
+			// Not held (never, or expired, or of another space): the
+			// peer is told.
+			s.missing = append(s.missing, id)
+			continue
 		}
 		x.msgs = append(x.msgs, wire)
 		budget -= len(wire)
 		s.sent += int64(len(wire))
 		s.stats.Sent++
 	}
+	n = min(len(s.missing), frameWants)
+	x.missing, s.missing = s.missing[:n:n], s.missing[n:]
 	return nil
 }
 
@@ -411,6 +425,14 @@ func (s *session) settle() error {
 	s.stats.Received += len(d.kept)
 	if d.err != nil {
 		return d.err
+	}
+	if s.got == nil {
+		s.got = make(map[protocol.ID]struct{})
+	}
+	for _, m := range d.kept {
+		if len(s.got) < maxGot {
+			s.got[m.ID] = struct{}{}
+		}
 	}
 	for _, m := range d.kept {
 		for _, p := range m.Prev {
