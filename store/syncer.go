@@ -53,6 +53,8 @@ type syncer struct {
 	mu     sync.Mutex
 	waits  []chan error    // waiting for the next sync to start; guarded by mu
 	rotate map[string]bool // rotated files fsync'd, by name
+	mtime  time.Time       // the directory's, at the last complete listing
+	listed time.Time       // when that listing started
 }
 
 func newSyncer(db *badger.DB, dir string) *syncer {
@@ -140,6 +142,19 @@ func (y *syncer) sync() error {
 // of file increasingly, and writes only to the newest one, which db.Sync
 // has just synced.
 func (y *syncer) syncRotated() error {
+	// Listing the directory costs more than the rest of a sync's work
+	// (tens of µs): skip it while the directory is unchanged since a
+	// listing made well after its last change. File times are coarse (a
+	// clock tick): a change just after a listing may bear the same time
+	// as one just before it, but not one dirSlack before it.
+	fi, err := os.Stat(y.dir)
+	if err != nil {
+		return fmt.Errorf("stat %s: %w", y.dir, err)
+	}
+	mtime, listing := fi.ModTime(), time.Now()
+	if mtime.Equal(y.mtime) && y.listed.Sub(mtime) > dirSlack {
+		return nil
+	}
 	entries, err := os.ReadDir(y.dir)
 	if err != nil {
 		return fmt.Errorf("list %s: %w", y.dir, err)
@@ -186,8 +201,16 @@ func (y *syncer) syncRotated() error {
 			delete(y.rotate, name)
 		}
 	}
-	return errors.Join(errs...)
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	y.mtime, y.listed = mtime, listing
+	return nil
 }
+
+// dirSlack bounds the granularity of file times (a clock tick, at most
+// 10 ms on Linux), with room to spare.
+const dirSlack = 100 * time.Millisecond
 
 // fsyncFile fsyncs the file at path; one deleted meanwhile (a flushed
 // memtable's WAL, a value log file GC removed) needs nothing.

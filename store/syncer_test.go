@@ -124,3 +124,41 @@ func TestSyncRotated(t *testing.T) {
 		t.Fatalf("after a delete: %v", y.rotate)
 	}
 }
+
+// TestSyncRotatedSkipsUnchangedDir checks that the listing is skipped
+// while the directory's time is unchanged since a listing made well after
+// it, and made again once it changes.
+func TestSyncRotatedSkipsUnchangedDir(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"00001.mem", "00002.mem"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(dir, old, old); err != nil {
+		t.Fatal(err)
+	}
+	y := newSyncer(nil, dir)
+	if err := y.syncRotated(); err != nil || !y.rotate["00001.mem"] {
+		t.Fatalf("first listing: %v, synced %v", err, y.rotate)
+	}
+	// A rotation, with the directory's time as before: not listed.
+	if err := os.WriteFile(filepath.Join(dir, "00003.mem"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(dir, old, old); err != nil {
+		t.Fatal(err)
+	}
+	if err := y.syncRotated(); err != nil || y.rotate["00002.mem"] {
+		t.Fatalf("unchanged directory listed again: %v, synced %v", err, y.rotate)
+	}
+	// Its time changed: listed, the rotated file synced.
+	now := time.Now()
+	if err := os.Chtimes(dir, now, now); err != nil {
+		t.Fatal(err)
+	}
+	if err := y.syncRotated(); err != nil || !y.rotate["00002.mem"] {
+		t.Fatalf("changed directory: %v, synced %v", err, y.rotate)
+	}
+}
