@@ -147,7 +147,7 @@ func Open(opts Options) (*Store, error) {
 		if syncEvery <= 0 {
 			syncEvery = DefaultSyncInterval
 		}
-		s.wg.Go(func() { s.syncer.run(ctx, syncEvery, logger) })
+		s.wg.Go(func() { s.syncer.runPeriodic(ctx, syncEvery, logger) })
 	}
 	interval := opts.GCInterval
 	if interval == 0 {

@@ -43,22 +43,32 @@ import (
 // is 0.
 const DefaultSyncInterval = 200 * time.Millisecond
 
-// syncer is the group-commit goroutine of a store on disk.
+// syncer is the group commit of a store on disk. A writer that needs a
+// sync runs it itself if none is running (no handoff to another goroutine
+// for a lone writer), else waits for the next one, which one of the
+// writers waiting by then runs for all of them.
 type syncer struct {
 	db     *badger.DB
 	dir    string
-	kick   chan struct{} // a waiter arrived (buffered, one)
-	dirty  atomic.Bool   // a write not yet synced that nobody waits for
-	syncs  atomic.Int64  // db.Sync calls made (tests)
+	dirty  atomic.Bool  // a write not yet synced that nobody waits for
+	syncs  atomic.Int64 // db.Sync calls made (tests)
 	mu     sync.Mutex
-	waits  []chan error    // waiting for the next sync to start; guarded by mu
+	cond   *sync.Cond // signalled when a sync ends; on mu
+	run    bool       // a sync is running; guarded by mu
+	begun  uint64     // syncs begun; guarded by mu
+	ended  uint64     // syncs ended (they end in order); guarded by mu
+	failed uint64     // the last sync that failed (0: none); guarded by mu
+	err    error      // its error; guarded by mu
+	// Used by the running sync only:
 	rotate map[string]bool // rotated files fsync'd, by name
 	mtime  time.Time       // the directory's, at the last complete listing
 	listed time.Time       // when that listing started
 }
 
 func newSyncer(db *badger.DB, dir string) *syncer {
-	return &syncer{db: db, dir: dir, kick: make(chan struct{}, 1), rotate: make(map[string]bool)}
+	y := &syncer{db: db, dir: dir, rotate: make(map[string]bool)}
+	y.cond = sync.NewCond(&y.mu)
+	return y
 }
 
 // wait returns once every write committed before it was called is on
@@ -68,61 +78,72 @@ func (y *syncer) wait() error {
 	if y == nil {
 		return nil // in memory
 	}
-	ch := make(chan error, 1)
 	y.mu.Lock()
-	y.waits = append(y.waits, ch)
-	y.mu.Unlock()
-	select {
-	case y.kick <- struct{}{}:
-	default:
+	defer y.mu.Unlock()
+	need := y.begun + 1 // a sync begun from now on
+	for y.ended < need {
+		if !y.run {
+			y.syncLocked()
+			continue
+		}
+		y.cond.Wait()
 	}
-	return <-ch
+	if y.failed >= need {
+		return y.err
+	}
+	return nil
 }
 
-// later records a write that is to reach disk by the next periodic sync.
+// syncLocked runs one sync with mu released meanwhile. mu is held, and
+// no sync is running.
+func (y *syncer) syncLocked() {
+	y.run = true
+	y.begun++
+	n := y.begun
+	y.mu.Unlock()
+	// Cleared before the sync: a write after this is covered by the next.
+	y.dirty.Store(false)
+	err := y.sync()
+	if err != nil {
+		y.dirty.Store(true) // try again next time
+	}
+	y.mu.Lock()
+	y.run = false
+	y.ended = n
+	if err != nil {
+		y.failed, y.err = n, err
+	}
+	y.cond.Broadcast()
+}
+
+// later records a write that is to reach disk by the next sync (at most
+// an interval away, see runPeriodic).
 func (y *syncer) later() {
 	if y != nil {
 		y.dirty.Store(true)
 	}
 }
 
-// run syncs for the waiters as they come and every interval if a write
-// is waiting for no one, until ctx ends; then it syncs once more for the
-// waiters still there.
-func (y *syncer) run(ctx context.Context, interval time.Duration, logger *slog.Logger) {
+// runPeriodic syncs every interval if a write is waiting for no one,
+// until ctx ends; then once more.
+func (y *syncer) runPeriodic(ctx context.Context, interval time.Duration, logger *slog.Logger) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			y.once(logger)
+			if err := y.wait(); err != nil {
+				logger.Warn("store: sync", "err", err)
+			}
 			return
-		case <-y.kick:
 		case <-t.C:
 		}
-		y.once(logger)
-	}
-}
-
-// once runs one sync for the writers waiting now (and the lazy writes
-// made so far), if there are any.
-func (y *syncer) once(logger *slog.Logger) {
-	y.mu.Lock()
-	waits := y.waits
-	y.waits = nil
-	y.mu.Unlock()
-	// Cleared before the sync: a write after this is covered by the next.
-	dirty := y.dirty.Swap(false)
-	if len(waits) == 0 && !dirty {
-		return
-	}
-	err := y.sync()
-	if err != nil {
-		logger.Warn("store: sync", "err", err)
-		y.dirty.Store(true) // try again next time
-	}
-	for _, ch := range waits {
-		ch <- err
+		if !y.dirty.Load() {
+			continue
+		}
+		if err := y.wait(); err != nil {
+			logger.Warn("store: sync", "err", err)
+		}
 	}
 }
 
