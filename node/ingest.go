@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/weftmesh/weft/protocol"
 	"github.com/weftmesh/weft/store"
@@ -34,6 +35,69 @@ func (s spaceSink) Deliver(ctx context.Context, m *protocol.Message) error {
 	return err
 }
 
+// DeliverBatch is Deliver for the messages of a sync exchange
+// (reconcile.BatchSink), parents first as far as created_at tells: each is
+// checked as Deliver checks it, and those of open spaces within their
+// space's limits are stored in one batch (store.PutBatch) rather than a
+// transaction each. A private space's messages go one by one through
+// ingest, in order: whether one is accepted depends on those accepted
+// before it (see ingestPrivate).
+func (s spaceSink) DeliverBatch(ctx context.Context, ms []*protocol.Message) []error {
+	n := s.n
+	errs := make([]error, len(ms))
+	spans := make([]trace.Span, len(ms))
+	bySpace := make(map[protocol.ID][]int)
+	for i, m := range ms {
+		if n.private.get(m.Space) != nil {
+			errs[i] = s.Deliver(ctx, m)
+			continue
+		}
+		_, spans[i] = n.messageSpan(ctx, "process", n.spaceLabel(m.Space), m)
+		if err := n.admitLimits(m); err != nil {
+			if has, _ := n.store.Has(m.ID); !has {
+				errs[i] = n.refusal(m, "mesh", err)
+			}
+			continue
+		}
+		bySpace[m.Space] = append(bySpace[m.Space], i)
+	}
+	for space, idx := range bySpace {
+		batch := make([]store.Message, len(idx))
+		for k, i := range idx {
+			batch[k] = storeMessage(ms[i])
+		}
+		lim := n.limitsOf(space)
+		res, err := n.store.PutBatch(ctx, batch, store.Quota{SpaceBytes: lim.MaxBytes, SenderBytes: lim.MaxSenderBytes})
+		if err != nil {
+			n.log.Warn("store messages", "via", "mesh", "space", space, "count", len(idx), "err", err)
+			for _, i := range idx {
+				errs[i] = fmt.Errorf("store: %w", err)
+			}
+			continue
+		}
+		for k, r := range res {
+			i := idx[k]
+			m := ms[i]
+			switch {
+			case errors.Is(r.Err, store.ErrQuota):
+				errs[i] = n.refusal(m, "mesh", r.Err)
+			case r.Err != nil:
+				errs[i] = fmt.Errorf("store: %w", r.Err)
+			case r.Added:
+				n.cfg.Metrics.MessageReceived(space.String())
+				n.log.Debug("message stored", "via", "mesh", "id", m.ID, "space", m.Space, "from", m.From, "type", m.Type)
+			}
+			spans[i].SetAttributes(attribute.Bool("weft.new", r.Added))
+		}
+	}
+	for i, span := range spans {
+		if span != nil {
+			endSpan(span, errs[i])
+		}
+	}
+	return errs
+}
+
 // inboxSink is the node as the direct protocol's Inbox: direct messages
 // addressed to this node, admitted by its DM policy (see receiveDM).
 type inboxSink struct{ n *Node }
@@ -42,7 +106,7 @@ func (s inboxSink) Receive(ctx context.Context, m *protocol.Message) error {
 	return s.n.receiveDM(ctx, m)
 }
 
-// ingest stores a valid message durably, within its space's limits (see
+// ingest stores a valid message (durably unless relayed(via)), within its space's limits (see
 // flood.go), and reports whether it was new. A message over them is not
 // stored: this node's agents get an *Error saying so, the network
 // mesh.ErrDeclined.
@@ -62,7 +126,11 @@ func (n *Node) put(ctx context.Context, m *protocol.Message, via string) (store.
 		return store.Entry{}, false, n.refusal(m, via, err)
 	}
 	lim := n.limitsOf(m.Space)
-	e, added, err := n.store.PutWithin(ctx, storeMessage(m), store.Quota{SpaceBytes: lim.MaxBytes, SenderBytes: lim.MaxSenderBytes})
+	putWithin := n.store.PutWithin
+	if relayed(via) {
+		putWithin = n.store.PutRelayed
+	}
+	e, added, err := putWithin(ctx, storeMessage(m), store.Quota{SpaceBytes: lim.MaxBytes, SenderBytes: lim.MaxSenderBytes})
 	if errors.Is(err, store.ErrQuota) {
 		return e, false, n.refusal(m, via, err)
 	}
@@ -77,6 +145,14 @@ func (n *Node) put(ctx context.Context, m *protocol.Message, via string) (store.
 	}
 	return e, added, nil
 }
+
+// relayed reports whether a message that came in via is one peers can
+// send again (gossip, sync, a private space's message held for its
+// parents): it is stored without waiting for the disk, which it reaches
+// within the store's SyncInterval. Everything else (this node's agents'
+// sends, imports, direct messages, which the sender stops retrying once
+// acknowledged) is on disk before ingest returns.
+func relayed(via string) bool { return via == "mesh" || via == "held" }
 
 // stored returns the entry of a message already stored, as Put would.
 func (n *Node) stored(id protocol.ID) (store.Entry, bool, error) {

@@ -52,10 +52,10 @@ const maxPutAttempts = 16
 // errRetry means a Put lost a conflict and should be tried again.
 var errRetry = errors.New("store: retry")
 
-// Put stores m durably (fsync'd before it returns) and appends it to its
+// Put stores m durably (on disk before it returns) and appends it to its
 // space's order. A message already stored (same ID) is not stored again: Put
 // returns the stored Entry, added=false and no error. Concurrent Puts share
-// fsyncs (group commit). It is PutWithin with no quota.
+// fsyncs (group commit, see syncer.go). It is PutWithin with no quota.
 func (s *Store) Put(ctx context.Context, m Message) (e Entry, added bool, err error) {
 	return s.PutWithin(ctx, m, Quota{})
 }
@@ -65,6 +65,33 @@ func (s *Store) Put(ctx context.Context, m Message) (e Entry, added bool, err er
 // error wrapping ErrQuota. The check and the counters it reads are exact
 // (Puts in flight included), so concurrent Puts cannot overshoot a quota.
 func (s *Store) PutWithin(ctx context.Context, m Message, q Quota) (e Entry, added bool, err error) {
+	e, added, err = s.put(ctx, m, q)
+	if err != nil {
+		return e, added, err
+	}
+	// Also when m was stored already: it may have come from the network
+	// a moment ago, not yet on disk.
+	if err := s.syncer.wait(); err != nil {
+		return Entry{}, false, fmt.Errorf("store: put %s: %w", m.ID, err)
+	}
+	return e, added, nil
+}
+
+// PutRelayed is PutWithin for a message from the network, which peers can
+// send again: it returns once m is stored and visible, without waiting for
+// the disk, which it reaches within Options.SyncInterval (or with the next
+// durable write). A crash of the process loses nothing (Badger's logs are
+// written when it returns), a crash of the machine may lose it.
+func (s *Store) PutRelayed(ctx context.Context, m Message, q Quota) (e Entry, added bool, err error) {
+	e, added, err = s.put(ctx, m, q)
+	if added {
+		s.syncer.later()
+	}
+	return e, added, err
+}
+
+// put is PutWithin without the wait for the disk.
+func (s *Store) put(ctx context.Context, m Message, q Quota) (e Entry, added bool, err error) {
 	if m.ID.IsZero() || m.Space.IsZero() {
 		return Entry{}, false, errors.New("store: put: zero message or space id")
 	}
@@ -96,7 +123,8 @@ func (s *Store) PutWithin(ctx context.Context, m Message, q Quota) (e Entry, add
 // earlier commit is applied, so readers see a prefix of commit order. Here
 // seq allocation and CommitWith (which assigns the commit timestamp before
 // returning) happen under commitMu, making seq order = commit order, while
-// the fsync wait happens outside it so concurrent Puts share one fsync.
+// the wait for the commit (and, in PutWithin, the disk) happens outside it
+// so that concurrent Puts share one write and one fsync.
 // The transaction is started (NewTransaction may wait for commits in
 // flight) and read outside commitMu.
 //

@@ -94,6 +94,9 @@ func (s *Store) migrateUsage() error {
 	if err := wb.Flush(); err != nil {
 		return fmt.Errorf("write usage: %w", err)
 	}
+	if err := s.db.Sync(); err != nil {
+		return fmt.Errorf("sync usage: %w", err)
+	}
 	if migrated > 0 {
 		s.logger.Info("store: counted space usage", "messages", migrated, "records_rewritten", len(rewrites))
 	}

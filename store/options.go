@@ -40,6 +40,11 @@ type Options struct {
 	// sender instead, so that a flood from one sender cannot evict
 	// another's messages.
 	CountExempt []protocol.ID
+	// SyncInterval bounds how long a message from the network (PutRelayed,
+	// PutBatch) may stay committed and not yet on disk: 0 means
+	// DefaultSyncInterval. Durable writes do not wait for it (see
+	// syncer.go).
+	SyncInterval time.Duration
 }
 
 // DefaultSweepInterval is the sweep period used when Options.SweepInterval is 0.
@@ -59,8 +64,8 @@ const (
 
 // badgerOptions returns Badger's options for weft: a small sidecar next to
 // an agent, not a database server. Memory stays in the tens of MiB, writes
-// are durable (fsync before Put returns; concurrent commits share an fsync),
-// and messages larger than 1 KiB go to the value log so the LSM tree holds
+// are not synced by Badger (the store's group syncer does that, see
+// syncer.go), and messages larger than 1 KiB go to the value log so the LSM tree holds
 // mostly keys and small index values.
 func badgerOptions(opts Options, logger *slog.Logger) badger.Options {
 	dir := opts.Dir
@@ -76,7 +81,7 @@ func badgerOptions(opts Options, logger *slog.Logger) badger.Options {
 	}
 	o := badger.DefaultOptions(dir).
 		WithInMemory(opts.InMemory).
-		WithSyncWrites(true).
+		WithSyncWrites(false).     // the syncer (syncer.go) makes writes durable
 		WithDetectConflicts(true). // duplicate Puts and head races are found by conflicts
 		// Memory: Badger builds each new table whole in memory (twice
 		// its target size up front), several at once per compaction, and

@@ -552,12 +552,18 @@ func (s *Store) countKeys(prefix byte) (int, error) {
 const maxOutboxTries = 1000
 
 // updateOutbox runs fn in a write transaction, again while it conflicts
-// with a concurrent one. fn must do the same on every try.
+// with a concurrent one, and returns once it is on disk. fn must do the
+// same on every try.
 func (s *Store) updateOutbox(fn func(txn *badger.Txn) error) error {
 	for range maxOutboxTries {
-		if err := s.db.Update(fn); !errors.Is(err, badger.ErrConflict) {
+		err := s.db.Update(fn)
+		if errors.Is(err, badger.ErrConflict) {
+			continue
+		}
+		if err != nil {
 			return err
 		}
+		return s.syncer.wait()
 	}
 	return fmt.Errorf("gave up after %d conflicts", maxOutboxTries)
 }

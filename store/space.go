@@ -390,16 +390,20 @@ func (s *Store) Peers() ([]Peer, error) {
 	return peers, nil // keys sort by peer id
 }
 
-// update runs fn in an update transaction, retrying on conflicts.
+// update runs fn in an update transaction, retrying on conflicts, and
+// returns once it is on disk.
 func (s *Store) update(fn func(txn *badger.Txn) error) error {
 	var err error
 	for range maxPutAttempts {
 		err = s.db.Update(fn)
 		if !errors.Is(err, badger.ErrConflict) {
-			return err
+			break
 		}
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	return s.syncer.wait()
 }
 
 // scanJSON decodes every value under the one-byte prefix into a T.

@@ -79,6 +79,8 @@ type Store struct {
 
 	usage *usageBook // what each space and sender holds (see usage.go)
 
+	syncer *syncer // group commit (see syncer.go); nil in memory
+
 	now       func() time.Time
 	retention Retention            // default for spaces without their own
 	exempt    map[protocol.ID]bool // spaces the default's MaxCount skips
@@ -127,6 +129,9 @@ func Open(opts Options) (*Store, error) {
 	for _, id := range opts.CountExempt {
 		s.exempt[id] = true
 	}
+	if !opts.InMemory {
+		s.syncer = newSyncer(db, opts.Dir)
+	}
 	if err := s.migrateUsage(); err != nil {
 		cancel()
 		_ = db.Close()
@@ -136,6 +141,13 @@ func Open(opts Options) (*Store, error) {
 		cancel()
 		_ = db.Close()
 		return nil, fmt.Errorf("store: open: %w", err)
+	}
+	if s.syncer != nil {
+		syncEvery := opts.SyncInterval
+		if syncEvery <= 0 {
+			syncEvery = DefaultSyncInterval
+		}
+		s.wg.Go(func() { s.syncer.runPeriodic(ctx, syncEvery, logger) })
 	}
 	interval := opts.GCInterval
 	if interval == 0 {
@@ -154,7 +166,8 @@ func Open(opts Options) (*Store, error) {
 	return s, nil
 }
 
-// Close stops value-log GC and sweeps, waits for operations in flight, wakes every
+// Close stops value-log GC and sweeps, waits for operations in flight,
+// syncs what they wrote, wakes every
 // Changed waiter and closes Badger. Calling it again does nothing.
 func (s *Store) Close() error {
 	s.closeMu.Lock()

@@ -480,6 +480,9 @@ func (s *Store) deleteOnce(ids []protocol.ID) (deletion, error) {
 		}
 		return d, fmt.Errorf("commit: %w", err)
 	}
+	// A delete lost to a crash of the machine is made again by the next
+	// sweep: it need not wait for the disk.
+	s.syncer.later()
 	return d, nil
 }
 

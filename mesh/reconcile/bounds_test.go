@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -306,5 +308,148 @@ func TestDeclinedDropped(t *testing.T) {
 	st := syncSets(t, a, b, nil, msgs)
 	if st.Dropped != 10 || st.Received != 10 || len(a.st.ids(testSpace)) != 10 {
 		t.Errorf("stats %+v, a holds %d; want 10 declined, 10 kept", st, len(a.st.ids(testSpace)))
+	}
+}
+
+// batchDecliner is a BatchSink that declines every other message of each
+// batch and counts what it is handed.
+type batchDecliner struct {
+	*memStore
+	batches, batched, single int // guarded by memStore.mu
+}
+
+func (d *batchDecliner) Deliver(ctx context.Context, m *protocol.Message) error {
+	d.mu.Lock()
+	d.single++
+	d.mu.Unlock()
+	return d.memStore.Deliver(ctx, m)
+}
+
+func (d *batchDecliner) DeliverBatch(ctx context.Context, ms []*protocol.Message) []error {
+	d.mu.Lock()
+	d.batches++
+	d.batched += len(ms)
+	d.mu.Unlock()
+	errs := make([]error, len(ms))
+	for i, m := range ms {
+		if i > 0 && !protocol.KeyOf(ms[i-1]).Less(protocol.KeyOf(m)) {
+			errs[i] = fmt.Errorf("batch out of order at %d", i)
+			continue
+		}
+		if i%2 == 0 {
+			errs[i] = fmt.Errorf("over quota: %w", ErrDeclined)
+			continue
+		}
+		d.memStore.add(m)
+	}
+	return errs
+}
+
+// TestBatchSink: a BatchSink gets an exchange's messages in one call, in
+// sync order, and its per-message answers count as Deliver's would: the
+// declined are dropped, the rest received.
+func TestBatchSink(t *testing.T) {
+	t.Parallel()
+	a, b := newNode(t), newNode(t)
+	d := &batchDecliner{memStore: a.st}
+	a.svc.Join(testSpace, d)
+	au := newAuthor(t)
+	var msgs []*protocol.Message // no prev: a declined one is not asked for again
+	for i := range 20 {
+		msgs = append(msgs, au.msg(t, testSpace, time.Duration(i)*time.Millisecond, 0))
+	}
+	st := syncSets(t, a, b, nil, msgs)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.single != 0 || d.batched != 20 || d.batches == 0 || d.batches > 2 {
+		t.Errorf("%d batches of %d messages in all, %d one by one; want all 20 in one or two batches", d.batches, d.batched, d.single)
+	}
+	if st.Dropped != 10 || st.Received != 10 || len(a.st.keys[testSpace]) != 10 {
+		t.Errorf("stats %+v, a holds %d; want 10 declined, 10 kept", st, len(a.st.keys[testSpace]))
+	}
+}
+
+// blockingSink is a BatchSink whose first DeliverBatch waits for release.
+type blockingSink struct {
+	*memStore
+	first   sync.Once
+	release chan struct{}
+	calls   atomic.Int32
+	firstN  atomic.Int32 // messages in the first batch
+}
+
+func (b *blockingSink) DeliverBatch(ctx context.Context, ms []*protocol.Message) []error {
+	b.first.Do(func() {
+		b.firstN.Store(int32(len(ms)))
+		b.calls.Add(1)
+		<-b.release
+	})
+	errs := make([]error, len(ms))
+	for i, m := range ms {
+		errs[i] = b.Deliver(ctx, m)
+	}
+	return errs
+}
+
+// countingStore counts the messages read to be sent (Wire calls).
+type countingStore struct {
+	*memStore
+	wires atomic.Int32
+}
+
+func (c *countingStore) Wire(space, id protocol.ID) ([]byte, bool, error) {
+	c.wires.Add(1)
+	return c.memStore.Wire(space, id)
+}
+
+// TestReceivePipelined: while one exchange's messages are being stored,
+// the session has already answered, and the peer serves the next ones
+// (it reads more than the first exchange's messages to send them);
+// nothing is lost, and the session ends once all are stored.
+func TestReceivePipelined(t *testing.T) {
+	t.Parallel()
+	small := func(c *config) error { c.msgBudget = 2 << 10; return nil } // a few messages an exchange
+	src := &countingStore{memStore: newMemStore()}
+	a := newNode(t, small)
+	hb := newHost(t)
+	svc, err := New(hb, src, small)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Close() })
+	svc.Join(testSpace, src.memStore)
+	connect(t, a.h, hb)
+	sink := &blockingSink{memStore: a.st, release: make(chan struct{})}
+	var releaseOnce sync.Once
+	release := func() { releaseOnce.Do(func() { close(sink.release) }) }
+	t.Cleanup(release) // also when the test fails before
+	a.svc.Join(testSpace, sink)
+	msgs := newAuthor(t).chain(t, 200, 0)
+	addAll(src.memStore, msgs)
+
+	result := make(chan error, 1)
+	go func() {
+		_, err := a.svc.Sync(syncCtx(t), hb.ID(), testSpace)
+		result <- err
+	}()
+	// The first batch is held; the peer is asked for (and reads) more.
+	deadline := time.Now().Add(30 * time.Second)
+	for sink.calls.Load() == 0 || src.wires.Load() <= sink.firstN.Load() {
+		if time.Now().After(deadline) {
+			t.Fatalf("with the first batch (%d messages) not stored: the peer read %d messages to send", sink.firstN.Load(), src.wires.Load())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	select {
+	case err := <-result:
+		t.Fatalf("session ended with a batch not stored: %v", err)
+	default:
+	}
+	release()
+	if err := <-result; err != nil {
+		t.Fatal(err)
+	}
+	if got := len(a.st.ids(testSpace)); got != len(msgs) {
+		t.Fatalf("a holds %d of %d", got, len(msgs))
 	}
 }

@@ -28,6 +28,7 @@ type config struct {
 	refuseFor   time.Duration // how long a misbehaving peer is refused
 	validators  int           // goroutines validating one exchange's messages
 	rangeBudget int           // range bytes per exchange (frameRangeBytes; tests lower it)
+	msgBudget   int           // message bytes per exchange (frameMessageBytes; tests lower it)
 	slowAfter   time.Duration // see errSlow (tests lower it)
 	onReceived  func(p peer.ID, space protocol.ID, n int)
 	onSession   func(Session)
@@ -50,6 +51,7 @@ func defaults() config {
 		refuseFor:   10 * time.Minute,
 		validators:  runtime.GOMAXPROCS(0),
 		rangeBudget: frameRangeBytes,
+		msgBudget:   frameMessageBytes,
 		slowAfter:   slowAfter,
 
 		sessionBytes:  DefaultSessionBytes,

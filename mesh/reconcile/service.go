@@ -69,6 +69,16 @@ type Sink interface {
 	Deliver(ctx context.Context, m *protocol.Message) error
 }
 
+// BatchSink is what a Sink may also implement to take the messages of an
+// exchange all at once (a store can then write them in one transaction):
+// ms are valid messages of the session's space, parents before children
+// as far as created_at tells, and errs[i] is what Deliver(ctx, ms[i])
+// would have returned. It is called from one goroutine per session.
+type BatchSink interface {
+	Sink
+	DeliverBatch(ctx context.Context, ms []*protocol.Message) (errs []error)
+}
+
 // ErrDeclined is what a Sink's error wraps for a valid message this node
 // does not want (over its quota, say): not the peer's fault.
 var ErrDeclined = errors.New("declined")
@@ -767,7 +777,13 @@ func (s *Service) answer(ctx context.Context, str network.Stream, stats *Stats) 
 // converse takes turns with the peer until both have nothing to say: the
 // side that receives an empty exchange and has nothing to add sends its
 // own empty one and stops, and the other stops on reading it.
-func (s *Service) converse(ctx context.Context, c *conn, sess *session, sentEmpty bool) error {
+func (s *Service) converse(ctx context.Context, c *conn, sess *session, sentEmpty bool) (err error) {
+	defer func() {
+		// The last messages received are stored before the session ends.
+		if serr := sess.settle(); err == nil {
+			err = serr
+		}
+	}()
 	for round := 0; ; round++ {
 		if round >= s.cfg.maxRounds {
 			return fmt.Errorf("%w: more than %d rounds", ErrRefused, s.cfg.maxRounds)

@@ -29,6 +29,9 @@ const (
 	// maxOutstanding bounds the IDs asked for and not yet received (a
 	// later session asks for the rest).
 	maxOutstanding = 1 << 16
+	// maxGot bounds the IDs a session remembers having stored (see
+	// session.got); beyond it, the store is asked.
+	maxGot = 1 << 18
 	// frameRangeBytes is the budget of range bytes in one exchange; the
 	// ranges beyond it are answered next turn (see process).
 	frameRangeBytes = 1 << 20
@@ -36,8 +39,9 @@ const (
 	// with up to this many of our IDs at once (at most 128 KiB) rather
 	// than split again.
 	idListBulk = 4096
-	// deliverWorkers is how many messages are handed to the Sink at once,
-	// so that durable stores can share fsyncs.
+	// deliverWorkers is how many messages are handed at once to a Sink
+	// that takes them one by one (not a BatchSink), so that durable
+	// stores can share fsyncs.
 	deliverWorkers = 16
 )
 
@@ -61,6 +65,13 @@ type session struct {
 	missing []protocol.ID            // the peer asked for these and we have none (or no room left)
 	sent    int64                    // message bytes sent to the peer in this session
 	left    *atomic.Int64            // told len(wanted) (see report); nil: nobody
+
+	// inflight is the peer's last exchange's messages being validated and
+	// stored while the session answers it (see process); nil when none.
+	inflight *delivery
+	// got holds the messages this session stored (up to maxGot), so that
+	// asking for their children's parents needs no store lookup.
+	got map[protocol.ID]struct{}
 
 	stats Stats
 }
@@ -89,6 +100,9 @@ func (s *session) summary(lo, hi protocol.SyncKey) (int, protocol.Fingerprint, e
 // want asks for id unless it is stored or already asked for.
 func (s *session) want(id protocol.ID) error {
 	if _, ok := s.wanted[id]; ok {
+		return nil
+	}
+	if _, ok := s.got[id]; ok {
 		return nil
 	}
 	has, err := s.st.Has(id)
@@ -143,10 +157,18 @@ func (s *session) opening() (*exchange, error) {
 }
 
 // process handles the peer's exchange in and returns ours.
+//
+// The messages of in are validated and stored in the background while
+// the rest of in is answered (pipelining: the peer reads and sends the
+// next messages asked for while this side verifies and stores the last
+// ones); the next process, or the end of the session (settle), waits for
+// them. The parents they name and lack are asked for once they are
+// stored, so an answer that would otherwise be empty waits for them.
 func (s *session) process(ctx context.Context, in *exchange) (*exchange, error) {
-	if err := s.receive(ctx, in.msgs); err != nil {
+	if err := s.settle(); err != nil {
 		return nil, err
 	}
+	s.inflight = s.startReceive(ctx, in.msgs)
 	for _, id := range in.missing {
 		delete(s.wanted, id)
 	}
@@ -155,13 +177,9 @@ func (s *session) process(ctx context.Context, in *exchange) (*exchange, error) 
 		if _, ok := s.queued[id]; ok {
 			continue
 		}
-		if _, ok, err := s.st.Wire(s.space, id); err != nil {
-			return nil, fmt.Errorf("wire %s: %w", id, err)
-		} else if ok {
-			s.send(id)
-		} else {
-			s.missing = append(s.missing, id)
-		}
+		// Whether we hold it is found when it is read to be sent (fill):
+		// reading it here as well read every message twice.
+		s.send(id)
 	}
 	out := &exchange{}
 	lower := s.floor
@@ -182,6 +200,16 @@ func (s *session) process(ctx context.Context, in *exchange) (*exchange, error) 
 			return nil, err
 		}
 		lower = r.upper
+	}
+	onlySkips := len(out.ranges) == 0 || len(out.ranges) == 1 && out.ranges[0].mode == modeSkip
+	owed := len(s.wanted) - len(in.msgs) // asked for, not in this exchange (roughly: in.msgs are still in wanted)
+	if s.inflight != nil && onlySkips && len(s.toWant) == 0 && len(s.toSend) == 0 && len(s.missing) == 0 && owed <= 0 {
+		// Nothing else to say, and the peer owes us nothing more (if it
+		// did, our empty answer would get more messages or missing IDs,
+		// not the end): what these messages lack may be worth asking.
+		if err := s.settle(); err != nil {
+			return nil, err
+		}
 	}
 	if err := s.fill(out); err != nil {
 		return nil, err
@@ -331,33 +359,94 @@ func (s *session) fill(x *exchange) error {
 	}
 	n := min(len(s.toWant), frameWants)
 	x.wants, s.toWant = s.toWant[:n:n], s.toWant[n:]
-	n = min(len(s.missing), frameWants)
-	x.missing, s.missing = s.missing[:n:n], s.missing[n:]
-	budget := frameMessageBytes
+	budget := s.cfg.msgBudget
 	for len(s.toSend) > 0 && (budget > 0 || len(x.msgs) == 0) && s.sent < s.cfg.sessionBytes {
 		id := s.toSend[0]
 		s.toSend = s.toSend[1:]
 		wire, ok, err := s.st.Wire(s.space, id)
-		if err != nil || !ok {
-			continue // removed (expired) meanwhile: the peer asks again if it still wants it
+		if err != nil {
+			return fmt.Errorf("wire %s: %w", id, err)
+		}
+		if !ok {
+			// Not held (never, or expired, or of another space): the
+			// peer is told.
+			s.missing = append(s.missing, id)
+			continue
 		}
 		x.msgs = append(x.msgs, wire)
 		budget -= len(wire)
 		s.sent += int64(len(wire))
 		s.stats.Sent++
 	}
+	n = min(len(s.missing), frameWants)
+	x.missing, s.missing = s.missing[:n:n], s.missing[n:]
 	return nil
 }
 
-// receive validates the peer's messages exactly as gossip is validated and
-// hands the valid ones to the Sink. Expired and future-dated messages are
-// dropped (clocks differ; they are not the peer's fault); anything else
-// invalid, or of another space, refuses the peer. After delivery, the
-// parents of each message that we lack are asked for.
-func (s *session) receive(ctx context.Context, wires [][]byte) error {
+// delivery is one exchange's messages on their way to the Sink.
+type delivery struct {
+	done     chan struct{}
+	received []protocol.ID       // valid messages of the space (no longer wanted)
+	kept     []*protocol.Message // stored (not declined)
+	dropped  int
+	err      error
+}
+
+// startReceive validates the peer's messages exactly as gossip is
+// validated and hands the valid ones to the Sink, in the background; settle
+// applies the outcome. Expired and future-dated messages are dropped
+// (clocks differ; they are not the peer's fault); anything else invalid,
+// or of another space, refuses the peer. Nil when there are none.
+func (s *session) startReceive(ctx context.Context, wires [][]byte) *delivery {
 	if len(wires) == 0 {
 		return nil
 	}
+	d := &delivery{done: make(chan struct{})}
+	go func() {
+		defer close(d.done)
+		d.err = s.receive(ctx, d, wires)
+	}()
+	return d
+}
+
+// settle waits for the messages in flight, counts them and asks for the
+// parents they name that we lack.
+func (s *session) settle() error {
+	d := s.inflight
+	if d == nil {
+		return nil
+	}
+	s.inflight = nil
+	<-d.done
+	for _, id := range d.received {
+		delete(s.wanted, id)
+	}
+	s.stats.Dropped += d.dropped
+	s.stats.Received += len(d.kept)
+	if d.err != nil {
+		return d.err
+	}
+	if s.got == nil {
+		s.got = make(map[protocol.ID]struct{})
+	}
+	for _, m := range d.kept {
+		if len(s.got) < maxGot {
+			s.got[m.ID] = struct{}{}
+		}
+	}
+	for _, m := range d.kept {
+		for _, p := range m.Prev {
+			if err := s.want(p); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// receive is startReceive's work, into d. It reads only what does not
+// change during a session (space, floor, sink, cfg).
+func (s *session) receive(ctx context.Context, d *delivery, wires [][]byte) error {
 	now := s.cfg.now()
 	msgs := make([]*protocol.Message, len(wires))
 	errs := make([]error, len(wires))
@@ -368,7 +457,7 @@ func (s *session) receive(ctx context.Context, wires [][]byte) error {
 	for i, m := range msgs {
 		switch err := errs[i]; {
 		case errors.Is(err, protocol.ErrExpired), errors.Is(err, protocol.ErrClockSkew):
-			s.stats.Dropped++
+			d.dropped++
 			continue
 		case err != nil:
 			return fmt.Errorf("%w: message %d of exchange: %v", ErrRefused, i, err)
@@ -377,35 +466,33 @@ func (s *session) receive(ctx context.Context, wires [][]byte) error {
 			// a message of another space: we ask, they say missing).
 			return fmt.Errorf("%w: message %s belongs to space %s", ErrRefused, m.ID, m.Space)
 		}
-		delete(s.wanted, m.ID)
+		d.received = append(d.received, m.ID)
 		if protocol.KeyOf(m).Less(s.floor) {
-			s.stats.Dropped++ // below the window: we would not keep it
+			d.dropped++ // below the window: we would not keep it
 			continue
 		}
 		ok = append(ok, m)
 	}
 	// Parents first, as far as created_at tells.
 	slices.SortFunc(ok, func(a, b *protocol.Message) int { return protocol.KeyOf(a).Compare(protocol.KeyOf(b)) })
-	derrs := make([]error, len(ok))
-	parallel(len(ok), deliverWorkers, func(i int) { derrs[i] = s.sink.Deliver(ctx, ok[i]) })
-	kept := ok[:0]
+	var derrs []error
+	if b, isBatch := s.sink.(BatchSink); isBatch {
+		derrs = b.DeliverBatch(ctx, ok)
+		if len(derrs) != len(ok) {
+			return fmt.Errorf("deliver: %d results for %d messages", len(derrs), len(ok))
+		}
+	} else {
+		derrs = make([]error, len(ok))
+		parallel(len(ok), deliverWorkers, func(i int) { derrs[i] = s.sink.Deliver(ctx, ok[i]) })
+	}
 	for i, err := range derrs {
 		switch {
 		case errors.Is(err, ErrDeclined):
-			s.stats.Dropped++
+			d.dropped++
 		case err != nil:
 			return fmt.Errorf("deliver %s: %w", ok[i].ID, err)
 		default:
-			kept = append(kept, ok[i])
-		}
-	}
-	ok = kept
-	s.stats.Received += len(ok)
-	for _, m := range ok {
-		for _, p := range m.Prev {
-			if err := s.want(p); err != nil {
-				return err
-			}
+			d.kept = append(d.kept, ok[i])
 		}
 	}
 	return nil

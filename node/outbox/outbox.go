@@ -109,6 +109,10 @@ type Outbox struct {
 
 	mu       sync.Mutex
 	inflight map[peer.ID]*slot // one delivery attempt per peer at a time
+	// sending holds the messages a Send is trying to deliver at once:
+	// true once any attempt (Run's, say, which may see the message as
+	// soon as it is queued) has had it acknowledged. Guarded by mu.
+	sending map[protocol.ID]bool
 }
 
 // slot is a peer's delivery slot: a token in ch while an attempt is in
@@ -144,6 +148,7 @@ func New(st Store, tr Transport, opts ...Option) (*Outbox, error) {
 		kick:      make(chan struct{}, 1),
 		connected: make(chan peer.ID, 64),
 		inflight:  make(map[peer.ID]*slot),
+		sending:   make(map[protocol.ID]bool),
 	}, nil
 }
 
@@ -173,12 +178,23 @@ func (o *Outbox) Send(ctx context.Context, to peer.ID, m *protocol.Message, dead
 		ID: m.ID, To: to.String(), Raw: m.Wire(),
 		Created: now, Deadline: deadline.UnixMilli(), NextTry: now,
 	}
+	o.mu.Lock()
+	o.sending[m.ID] = false
+	o.mu.Unlock()
+	defer func() {
+		o.mu.Lock()
+		delete(o.sending, m.ID)
+		o.mu.Unlock()
+	}()
 	if _, err := o.st.Enqueue(e); err != nil {
 		return false, fmt.Errorf("outbox: %w", err)
 	}
 	wctx, cancel := o.clock.WithTimeout(ctx, sendWait)
 	defer cancel()
 	ok := o.flush(wctx, to)[m.ID]
+	o.mu.Lock()
+	ok = ok || o.sending[m.ID] // delivered by another attempt meanwhile
+	o.mu.Unlock()
 	if !ok {
 		// The loop may be asleep for up to pollWait: have it plan the
 		// retry the failed attempt just scheduled.
@@ -330,6 +346,11 @@ func (o *Outbox) attempt(ctx context.Context, p peer.ID, msgs []store.Outgoing, 
 					o.log.Warn("outbox: mark delivered", "id", e.ID, "err", err)
 				}
 				delivered[e.ID] = true
+				o.mu.Lock()
+				if _, ok := o.sending[e.ID]; ok {
+					o.sending[e.ID] = true
+				}
+				o.mu.Unlock()
 				o.obs.Delivered()
 				o.log.Debug("direct message delivered", "id", e.ID, "to", p, "attempts", e.Attempts+1)
 			case permanent(refusal):

@@ -1,0 +1,364 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	badger "github.com/dgraph-io/badger/v4"
+	"github.com/weftmesh/weft/protocol"
+)
+
+// PutResult is what PutBatch did with one message.
+type PutResult struct {
+	// Entry is the message as stored: m itself (sharing its slices) when
+	// Added, the stored one when it was there already.
+	Entry Entry
+	Added bool
+	// Err is why the message was not stored: an invalid message, or one
+	// over its quota (wrapping ErrQuota). The others are stored all the
+	// same.
+	Err error
+}
+
+// Batch bounds: one transaction holds at most this many messages, or
+// this many raw bytes (and at least one message), well inside Badger's
+// transaction limits (15% of a memtable); a batch Badger still finds too
+// big is split in two.
+const (
+	batchMessages = 256
+	batchBytes    = 256 * kib
+)
+
+// PutBatch stores ms as PutRelayed stores each one (same quota q, same
+// heads, order and indexes; a message already stored, or twice in ms, is
+// not added again), in as few transactions as Badger allows: it returns
+// once they are visible, without waiting for the disk (see PutRelayed).
+// Parents before children within ms saves work, but any order gives the
+// same heads. results[i] is about ms[i]; the error is the store's failure
+// (ms may then be partly stored, as with a failed Put of each).
+func (s *Store) PutBatch(ctx context.Context, ms []Message, q Quota) ([]PutResult, error) {
+	results := make([]PutResult, len(ms))
+	var valid []int
+	for i := range ms {
+		m := &ms[i]
+		switch {
+		case m.ID.IsZero() || m.Space.IsZero():
+			results[i].Err = errors.New("store: put: zero message or space id")
+		case len(m.Raw) > MaxRawSize:
+			results[i].Err = fmt.Errorf("store: put %s: %d raw bytes exceed %d", m.ID, len(m.Raw), MaxRawSize)
+		default:
+			valid = append(valid, i)
+		}
+	}
+	if err := s.enter(); err != nil {
+		return nil, err
+	}
+	defer s.leave()
+	for len(valid) > 0 {
+		n, size := 0, 0
+		for n < len(valid) && n < batchMessages && (n == 0 || size+len(ms[valid[n]].Raw) <= batchBytes) {
+			size += len(ms[valid[n]].Raw)
+			n++
+		}
+		if err := s.putChunk(ctx, ms, valid[:n], q, results); err != nil {
+			return nil, err
+		}
+		valid = valid[n:]
+	}
+	s.syncer.later()
+	return results, nil
+}
+
+// putChunk stores ms[idx…] in one transaction, retrying on conflicts and
+// splitting it if Badger finds it too big.
+func (s *Store) putChunk(ctx context.Context, ms []Message, idx []int, q Quota, results []PutResult) error {
+	for range maxPutAttempts {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("store: put batch: %w", err)
+		}
+		err := s.batchOnce(ms, idx, q, results)
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, errRetry):
+			continue
+		case errors.Is(err, badger.ErrTxnTooBig) && len(idx) > 1:
+			half := len(idx) / 2
+			if err := s.putChunk(ctx, ms, idx[:half], q, results); err != nil {
+				return err
+			}
+			return s.putChunk(ctx, ms, idx[half:], q, results)
+		default:
+			return fmt.Errorf("store: put batch: %w", err)
+		}
+	}
+	return fmt.Errorf("store: put batch: gave up after %d conflicts", maxPutAttempts)
+}
+
+// batchPlan is what batchOnce read of one new message before writing.
+type batchPlan struct {
+	i          int  // index in ms
+	referenced bool // a stored message names it in its Prev
+	parents    []batchParent
+}
+
+type batchParent struct {
+	id    protocol.ID
+	space protocol.ID // the stored parent's space; zero if not stored
+}
+
+// batchAdded is a message batchOnce wrote, for the updates after commit.
+type batchAdded struct {
+	i        int
+	seq      uint64
+	head     bool
+	unheaded []headRef
+}
+
+// batchOnce makes one attempt at storing ms[idx…] in one transaction, as
+// putOnce does for one message (see its comment on ordering and heads),
+// in two steps. First, outside commitMu, it reads what each message's
+// keys depend on: whether it is stored, named by a stored child, and which
+// of its parents are stored. Then, under commitMu, it charges each one to
+// the quota and writes the keys of those within it, taking account of the
+// messages of the batch written before: a parent written earlier stops
+// being a head, and so does a message an earlier one names.
+func (s *Store) batchOnce(ms []Message, idx []int, q Quota, results []PutResult) error {
+	txn := s.db.NewTransaction(true)
+	defer txn.Discard()
+
+	first := make(map[protocol.ID]int, len(idx)) // each ID's first index in ms
+	var dups []int
+	plans := make([]batchPlan, 0, len(idx))
+	planned := make(map[protocol.ID]bool, len(idx)) // new messages read so far
+	for _, i := range idx {
+		m := &ms[i]
+		results[i] = PutResult{}
+		if _, ok := first[m.ID]; ok {
+			dups = append(dups, i)
+			continue
+		}
+		first[m.ID] = i
+		e, err := readEntry(txn, m.ID)
+		switch {
+		case err == nil:
+			results[i].Entry = e
+			continue
+		case !errors.Is(err, ErrNotFound):
+			return fmt.Errorf("check existing %s: %w", m.ID, err)
+		}
+		p := batchPlan{i: i}
+		_, err = get(txn, refKey(m.ID))
+		p.referenced = err == nil
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return fmt.Errorf("check children of %s: %w", m.ID, err)
+		}
+		for j, parent := range m.Prev {
+			if parent == m.ID || parent.IsZero() || containsID(m.Prev[:j], parent) {
+				continue
+			}
+			bp := batchParent{id: parent}
+			if planned[parent] {
+				// New in this batch, before m: not stored (it was read
+				// so), and written (or refused) before m in the second step.
+				p.parents = append(p.parents, bp)
+				continue
+			}
+			val, err := get(txn, messageKey(parent))
+			switch {
+			case err == nil:
+				if bp.space, err = recordSpace(val); err != nil {
+					return fmt.Errorf("parent %s of %s: %w", parent, m.ID, err)
+				}
+			case !errors.Is(err, ErrNotFound):
+				return fmt.Errorf("parent %s of %s: %w", parent, m.ID, err)
+			}
+			p.parents = append(p.parents, bp)
+		}
+		plans = append(plans, p)
+		planned[m.ID] = true
+	}
+
+	s.mutateMu.RLock()
+	defer s.mutateMu.RUnlock()
+	s.commitMu.Lock()
+	var (
+		charges []charge
+		added   []batchAdded
+		written = make(map[protocol.ID]protocol.ID, len(plans)) // id → space, written in this batch
+		named   = make(map[protocol.ID]bool)                    // named in Prev by a message written
+	)
+	fail := func(err error) error {
+		s.commitMu.Unlock()
+		for _, c := range charges {
+			s.undo(c)
+		}
+		return err
+	}
+	for _, p := range plans {
+		m := ms[p.i]
+		c, err := s.chargeLocked(txn, m, q)
+		if errors.Is(err, ErrQuota) {
+			results[p.i].Err = fmt.Errorf("store: put %s: %w", m.ID, err)
+			continue
+		}
+		if err != nil {
+			return fail(fmt.Errorf("put %s: %w", m.ID, err))
+		}
+		charges = append(charges, c)
+		a, err := s.writeBatched(txn, m, p, written, named)
+		if err != nil {
+			return fail(fmt.Errorf("put %s: %w", m.ID, err))
+		}
+		a.i = p.i
+		added = append(added, a)
+		written[m.ID] = m.Space
+	}
+	if len(added) == 0 {
+		s.commitMu.Unlock()
+		s.fillDups(ms, dups, first, results)
+		return nil
+	}
+	done := make(chan error, 1)
+	txn.CommitWith(func(err error) { done <- err })
+	s.commitMu.Unlock()
+
+	if err := <-done; err != nil {
+		for _, c := range charges {
+			s.undo(c)
+		}
+		if errors.Is(err, badger.ErrConflict) {
+			return errRetry
+		}
+		return fmt.Errorf("commit: %w", err)
+	}
+	for _, c := range charges {
+		s.settle(c)
+	}
+	s.updateHeadsBatch(ms, added)
+	keys := make(map[protocol.ID][]protocol.SyncKey)
+	for _, a := range added {
+		m := &ms[a.i]
+		keys[m.Space] = append(keys[m.Space], m.SyncKey())
+		results[a.i] = PutResult{Entry: Entry{Message: *m, Cursor: Cursor(a.seq)}, Added: true}
+	}
+	for space, ks := range keys {
+		s.updateIndex(space, true, ks...)
+		s.notify(space)
+	}
+	s.fillDups(ms, dups, first, results)
+	return nil
+}
+
+// writeBatched writes m's keys into txn under commitMu, as putOnce does,
+// given what was read of it (p) and the messages of the batch written
+// before it (written, and the parents they named).
+func (s *Store) writeBatched(txn *badger.Txn, m Message, p batchPlan, written map[protocol.ID]protocol.ID, named map[protocol.ID]bool) (batchAdded, error) {
+	a := batchAdded{head: !p.referenced && !named[m.ID]}
+	if a.head {
+		if err := txn.Set(headKey(m.Space, m.ID), nil); err != nil {
+			return a, fmt.Errorf("set head: %w", err)
+		}
+	}
+	for _, bp := range p.parents {
+		space := bp.space
+		if space.IsZero() {
+			space = written[bp.id] // zero if not in the batch either
+		}
+		if !space.IsZero() {
+			if err := txn.Delete(headKey(space, bp.id)); err != nil {
+				return a, fmt.Errorf("unhead parent %s: %w", bp.id, err)
+			}
+			a.unheaded = append(a.unheaded, headRef{space, bp.id})
+		}
+		if err := txn.Set(childKey(bp.id, m.ID), nil); err != nil {
+			return a, fmt.Errorf("link parent %s: %w", bp.id, err)
+		}
+		if err := txn.Set(refKey(bp.id), nil); err != nil {
+			return a, fmt.Errorf("link parent %s: %w", bp.id, err)
+		}
+		named[bp.id] = true
+	}
+	for _, to := range m.ReplyTo {
+		if err := txn.Set(replyKey(to, m.ID), nil); err != nil {
+			return a, fmt.Errorf("index reply to %s: %w", to, err)
+		}
+	}
+	if err := txn.Set(timeKey(m.Space, m.SyncKey()), nil); err != nil {
+		return a, fmt.Errorf("set time: %w", err)
+	}
+	if m.Expires != 0 {
+		if err := txn.Set(expiryKey(m.Expires, m.ID), nil); err != nil {
+			return a, fmt.Errorf("set expiry: %w", err)
+		}
+	}
+	seq, err := s.nextSeqLocked(m.Space)
+	if err != nil {
+		return a, err
+	}
+	a.seq = seq
+	if err := txn.Set(messageKey(m.ID), encodeRecord(m, seq)); err != nil {
+		return a, fmt.Errorf("set message: %w", err)
+	}
+	for i, chunk := range chunks(m.Raw) {
+		if err := txn.Set(dataKey(m.ID, i), chunk); err != nil {
+			return a, fmt.Errorf("set data: %w", err)
+		}
+	}
+	if err := txn.Set(orderKey(m.Space, seq), m.ID[:]); err != nil {
+		return a, fmt.Errorf("set order: %w", err)
+	}
+	return a, nil
+}
+
+// fillDups gives each later copy of a message in the batch the first
+// copy's entry, not added.
+func (s *Store) fillDups(ms []Message, dups []int, first map[protocol.ID]int, results []PutResult) {
+	for _, i := range dups {
+		f := results[first[ms[i].ID]]
+		results[i] = PutResult{Entry: f.Entry, Err: f.Err}
+	}
+}
+
+// updateHeadsBatch is updateHeads for the messages of a committed batch:
+// the parents they name stop being heads, and each one no child names
+// (on disk by now) becomes one, in spaces whose heads are cached.
+func (s *Store) updateHeadsBatch(ms []Message, added []batchAdded) {
+	s.headsMu.Lock()
+	defer s.headsMu.Unlock()
+	var check []int // indexes into added
+	for k, a := range added {
+		for _, r := range a.unheaded {
+			if hs, ok := s.heads[r.space]; ok {
+				delete(hs, r.id)
+			}
+		}
+		if _, ok := s.heads[ms[a.i].Space]; a.head && ok {
+			check = append(check, k)
+		}
+	}
+	if len(check) == 0 {
+		return
+	}
+	err := s.db.View(func(txn *badger.Txn) error {
+		for _, k := range check {
+			m := &ms[added[k].i]
+			_, err := get(txn, refKey(m.ID))
+			switch {
+			case errors.Is(err, ErrNotFound):
+				if hs, ok := s.heads[m.Space]; ok {
+					hs[m.ID] = struct{}{}
+				}
+			case err != nil:
+				delete(s.heads, m.Space) // unsure: read from disk next time
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		for _, k := range check {
+			delete(s.heads, ms[added[k].i].Space)
+		}
+	}
+}

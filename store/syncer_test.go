@@ -1,0 +1,164 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/weftmesh/weft/protocol"
+)
+
+func syncTestMsg(space protocol.ID, name string) Message {
+	return Message{ID: protocol.MessageID([]byte(name)), Space: space, Raw: []byte(name)}
+}
+
+// TestDurablePutSyncs checks that a durable Put waits for a sync and a
+// relayed one does not, and that the periodic sync takes the relayed ones
+// to disk.
+func TestDurablePutSyncs(t *testing.T) {
+	s, err := Open(Options{Dir: t.TempDir(), SyncInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	sp := protocol.MessageID([]byte("space"))
+	before := s.syncer.syncs.Load()
+	if _, _, err := s.PutWithin(t.Context(), syncTestMsg(sp, "local"), Quota{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.syncer.syncs.Load(); got != before+1 {
+		t.Fatalf("durable Put: %d syncs, want %d", got-before, 1)
+	}
+	if _, added, err := s.PutRelayed(t.Context(), syncTestMsg(sp, "relayed"), Quota{}); err != nil || !added {
+		t.Fatal(added, err)
+	}
+	if _, err := s.PutBatch(t.Context(), []Message{syncTestMsg(sp, "batched")}, Quota{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.syncer.syncs.Load(); got != before+1 {
+		t.Fatalf("relayed Puts synced (%d syncs)", got-before-1)
+	}
+	if !s.syncer.dirty.Load() {
+		t.Fatal("relayed Puts not marked for the next sync")
+	}
+	// Concurrent durable Puts all wait for a sync that started after
+	// their commit (they share syncs as they come).
+	var wg sync.WaitGroup
+	for i := range 16 {
+		wg.Go(func() {
+			if _, _, err := s.PutWithin(context.Background(), syncTestMsg(sp, fmt.Sprint("c", i)), Quota{}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if got := s.syncer.syncs.Load(); got < before+2 || got > before+17 {
+		t.Fatalf("16 durable Puts: %d syncs", got-before-1)
+	}
+	if s.syncer.dirty.Load() {
+		t.Fatal("a sync for durable Puts left the relayed ones marked")
+	}
+}
+
+// TestRelayedPutSyncedLater checks the periodic sync of relayed Puts.
+func TestRelayedPutSyncedLater(t *testing.T) {
+	s, err := Open(Options{Dir: t.TempDir(), SyncInterval: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	sp := protocol.MessageID([]byte("space"))
+	before := s.syncer.syncs.Load()
+	if _, _, err := s.PutRelayed(t.Context(), syncTestMsg(sp, "relayed"), Quota{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for s.syncer.syncs.Load() == before || s.syncer.dirty.Load() {
+		if time.Now().After(deadline) {
+			t.Fatal("relayed Put not synced by the periodic sync")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// Nothing written since: the ticks sync nothing.
+	n := s.syncer.syncs.Load()
+	time.Sleep(50 * time.Millisecond)
+	if got := s.syncer.syncs.Load(); got != n {
+		t.Fatalf("%d syncs with nothing written", got-n)
+	}
+}
+
+// TestSyncRotated checks that the syncer fsyncs the rotated WAL and value
+// log files (not the newest of their kind), once each, and forgets the
+// ones deleted.
+func TestSyncRotated(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"00001.mem", "00003.mem", "00002.mem", "000001.vlog", "000002.vlog", "MANIFEST", "000005.sst"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	y := newSyncer(nil, dir)
+	if err := y.syncRotated(); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{"00001.mem": true, "00002.mem": true, "000001.vlog": true}
+	if len(y.rotate) != len(want) {
+		t.Fatalf("synced %v, want %v", y.rotate, want)
+	}
+	for name := range want {
+		if !y.rotate[name] {
+			t.Fatalf("synced %v, want %v", y.rotate, want)
+		}
+	}
+	if err := os.Remove(filepath.Join(dir, "00001.mem")); err != nil {
+		t.Fatal(err)
+	}
+	if err := y.syncRotated(); err != nil {
+		t.Fatal(err)
+	}
+	if y.rotate["00001.mem"] || len(y.rotate) != 2 {
+		t.Fatalf("after a delete: %v", y.rotate)
+	}
+}
+
+// TestSyncRotatedSkipsUnchangedDir checks that the listing is skipped
+// while the directory's time is unchanged since a listing made well after
+// it, and made again once it changes.
+func TestSyncRotatedSkipsUnchangedDir(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"00001.mem", "00002.mem"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(dir, old, old); err != nil {
+		t.Fatal(err)
+	}
+	y := newSyncer(nil, dir)
+	if err := y.syncRotated(); err != nil || !y.rotate["00001.mem"] {
+		t.Fatalf("first listing: %v, synced %v", err, y.rotate)
+	}
+	// A rotation, with the directory's time as before: not listed.
+	if err := os.WriteFile(filepath.Join(dir, "00003.mem"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(dir, old, old); err != nil {
+		t.Fatal(err)
+	}
+	if err := y.syncRotated(); err != nil || y.rotate["00002.mem"] {
+		t.Fatalf("unchanged directory listed again: %v, synced %v", err, y.rotate)
+	}
+	// Its time changed: listed, the rotated file synced.
+	now := time.Now()
+	if err := os.Chtimes(dir, now, now); err != nil {
+		t.Fatal(err)
+	}
+	if err := y.syncRotated(); err != nil || !y.rotate["00002.mem"] {
+		t.Fatalf("changed directory: %v, synced %v", err, y.rotate)
+	}
+}
