@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -16,6 +17,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/weftmesh/weft/mesh/reconcile"
 	"github.com/weftmesh/weft/protocol"
 )
 
@@ -257,5 +259,50 @@ func TestInvalidMessagesNeverDelivered(t *testing.T) {
 	}
 	if s, _ := a.GossipScore(honest.id); s < GraylistThreshold {
 		t.Errorf("the peer that sent one corrupted copy is graylisted (score %v)", s)
+	}
+}
+
+// batchRecorder is a recorder that also takes batches, counting them.
+type batchRecorder struct {
+	*recorder
+	batches int
+}
+
+func (b *batchRecorder) DeliverBatch(ctx context.Context, ms []*protocol.Message) []error {
+	b.batches++
+	errs := make([]error, len(ms))
+	for i, m := range ms {
+		errs[i] = b.Deliver(ctx, m)
+	}
+	return errs
+}
+
+// TestSyncSinkBatches: a Sink that takes batches gets a session's
+// messages as one batch through the sync wrapper, less those on their way
+// by gossip, which are declined; gap repair is told of what it took.
+func TestSyncSinkBatches(t *testing.T) {
+	key, _, _ := crypto.GenerateEd25519Key(rand.Reader)
+	space := protocol.SpaceID("test/syncbatch")
+	coming, a, b := sign(t, key, space, "coming", nil), sign(t, key, space, "a", nil), sign(t, key, space, "b", nil)
+	rec := &batchRecorder{recorder: newRecorder()}
+	flight := newInflight(time.Now)
+	flight.add(coming.ID)
+	var stored storedRing
+	s, ok := newSyncSink(rec, flight, &stored).(reconcile.BatchSink)
+	if !ok {
+		t.Fatal("the sync wrapper of a batch Sink takes no batches")
+	}
+	errs := s.DeliverBatch(t.Context(), []*protocol.Message{a, coming, b})
+	if len(errs) != 3 || errs[0] != nil || !errors.Is(errs[1], ErrDeclined) || errs[2] != nil {
+		t.Fatalf("results %v, want nil, declined, nil", errs)
+	}
+	if rec.batches != 1 || !rec.has(a.ID, b.ID) || rec.has(coming.ID) {
+		t.Errorf("%d batches, sink holds %v; want one batch of the two not on their way", rec.batches, rec.ids())
+	}
+	if !stored.has(a.ID) || !stored.has(b.ID) || stored.has(coming.ID) {
+		t.Error("gap repair not told of exactly the messages the sink took")
+	}
+	if _, ok := newSyncSink(newRecorder(), flight, &stored).(reconcile.BatchSink); ok {
+		t.Error("the sync wrapper of a Sink without batches claims to take them")
 	}
 }

@@ -110,7 +110,7 @@ func (m *Mesh) JoinSpace(id protocol.ID, sink Sink) error {
 	}
 	s.wg.Go(func() { m.watchMembers(ctx, s) })
 	if m.sync != nil {
-		m.sync.Join(id, syncSink{sink, m.flight, &m.stored})
+		m.sync.Join(id, newSyncSink(sink, m.flight, &m.stored))
 		s.wg.Go(func() { m.syncEvents(ctx, s) })
 		if m.syncEvery > 0 {
 			s.wg.Go(func() { m.syncLoop(ctx, s) })
@@ -175,11 +175,61 @@ func (m *Mesh) stopSpace(s *space) error {
 // child that reveals the gap, or the next sync, repairs it.
 //
 // A sink's other interfaces (Gate, Refusals) concern gossip only; sync
-// sees Deliver alone.
+// sees Deliver alone, and DeliverBatch of a Sink that stores a session's
+// messages in batches (reconcile.BatchSink; see syncBatchSink).
 type syncSink struct {
 	Sink
 	flight *inflight
 	stored *storedRing // told of what the Sink took (nil: not told)
+}
+
+// newSyncSink returns sink as sync sessions see it: a syncSink, or a
+// syncBatchSink if sink takes batches.
+func newSyncSink(sink Sink, flight *inflight, stored *storedRing) reconcile.Sink {
+	s := syncSink{sink, flight, stored}
+	if b, ok := sink.(reconcile.BatchSink); ok {
+		return syncBatchSink{s, b}
+	}
+	return s
+}
+
+// syncBatchSink is syncSink for a Sink that takes a session's messages in
+// batches: the messages on their way by gossip are declined, the rest go
+// to the Sink's DeliverBatch at once.
+type syncBatchSink struct {
+	syncSink
+	batch reconcile.BatchSink
+}
+
+func (s syncBatchSink) DeliverBatch(ctx context.Context, msgs []*protocol.Message) []error {
+	errs := make([]error, len(msgs))
+	pass := make([]*protocol.Message, 0, len(msgs))
+	at := make([]int, 0, len(msgs))
+	for i, m := range msgs {
+		if s.flight.has(m.ID) {
+			errs[i] = fmt.Errorf("%w: %s is on its way by gossip", ErrDeclined, m.ID)
+			continue
+		}
+		pass = append(pass, m)
+		at = append(at, i)
+	}
+	if len(pass) == 0 {
+		return errs
+	}
+	berrs := s.batch.DeliverBatch(ctx, pass)
+	for k, err := range berrs {
+		if k >= len(at) {
+			break // the session checks the count of results
+		}
+		errs[at[k]] = err
+		if err == nil && s.stored != nil {
+			s.stored.add(pass[k].ID)
+		}
+	}
+	if len(berrs) != len(pass) {
+		return berrs // wrong count: let the session say so
+	}
+	return errs
 }
 
 func (s syncSink) Deliver(ctx context.Context, msg *protocol.Message) error {

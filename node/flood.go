@@ -241,19 +241,26 @@ type declinedLog struct {
 //     author rate there once this node thinks itself known would get it
 //     graylisted by any peer that does not know it yet.
 //
-// A post waits for its turn up to paceWait, then fails: its agent is
+// Posts take their turns in the order they ask (a reservation each, as
+// in the generic cell rate algorithm), so that concurrent agents of one
+// space share its pace fairly: a post whose turn is more than paceWait
+// away fails at once, without waiting, with rate_limited: its agent is
 // posting faster than the space takes.
 type pacer struct {
-	mu       sync.Mutex
 	member   rate.Rate // private spaces
 	stranger rate.Rate // open spaces
 	private  func(space protocol.ID) bool
-	members  *rate.Table[protocol.ID]
-	open     *rate.Table[protocol.ID]
+
+	mu   sync.Mutex
+	next map[protocol.ID]time.Time // per space, when its pace is next free (see wait)
 }
 
 // paceWait is how long a post may wait for its turn.
 const paceWait = 2 * time.Second
+
+// maxPaced bounds the spaces whose turns are kept; those long free are
+// forgotten first.
+const maxPaced = 1 << 12
 
 // newPacer paces below author in private spaces (those private says) and
 // below both author and strangers in open ones; a zero author is no pacing.
@@ -269,37 +276,56 @@ func newPacer(author, strangers rate.Rate, private func(protocol.ID) bool) *pace
 			}
 		}
 	}
-	return &pacer{member: member, stranger: stranger, private: private,
-		members: rate.NewTable[protocol.ID](member, 1<<12), open: rate.NewTable[protocol.ID](stranger, 1<<12)}
+	return &pacer{member: member, stranger: stranger, private: private, next: make(map[protocol.ID]time.Time)}
 }
 
 // wait waits for a turn to post a message of size wire bytes to space
 // (it takes mesh.Tokens(size)), up to paceWait.
+//
+// A space's pace is a virtual time next: each post moves it on by its
+// tokens' worth (1/rate each) from itself or now, whichever is later, and
+// may go once next is within the burst's worth of now. A post cancelled
+// while it waits keeps its turn (the pace stays below the rate).
 func (p *pacer) wait(ctx context.Context, space protocol.ID, size int) error {
-	r, buckets := p.stranger, p.open
+	r := p.stranger
 	if p.private(space) {
-		r, buckets = p.member, p.members
+		r = p.member
 	}
 	if r.IsZero() {
 		return nil
 	}
-	deadline := time.Now().Add(paceWait)
-	for {
-		p.mu.Lock()
-		ok := buckets.TakeN(space, time.Now(), mesh.Tokens(size))
+	per := time.Duration(float64(time.Second) / r.PerSecond)
+	now := time.Now()
+	p.mu.Lock()
+	next := p.next[space]
+	if next.Before(now) {
+		next = now
+	}
+	next = next.Add(time.Duration(mesh.Tokens(size)) * per)
+	turn := next.Add(-time.Duration(r.Burst) * per)
+	if d := turn.Sub(now); d > paceWait {
 		p.mu.Unlock()
-		if ok {
-			return nil
+		return errorf(api.CodeRateLimited, "posting to space %s faster than its peers accept (this node paces its posts there at %v; this one's turn is %v away): slow down", space, r, d.Round(time.Millisecond))
+	}
+	if len(p.next) >= maxPaced {
+		for sp, t := range p.next {
+			if t.Before(now) {
+				delete(p.next, sp)
+			}
 		}
-		if time.Now().After(deadline) {
-			return errorf(api.CodeRateLimited, "posting to space %s faster than its peers accept (this node paces its posts there at %v): slow down", space, r)
-		}
-		t := time.NewTimer(min(time.Duration(float64(time.Second)/r.PerSecond), time.Until(deadline)+time.Millisecond))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
-		}
+	}
+	p.next[space] = next
+	p.mu.Unlock()
+	d := turn.Sub(now)
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }

@@ -816,6 +816,13 @@ func (s *Service) converse(ctx context.Context, c *conn, sess *session, sentEmpt
 		if err != nil {
 			return err
 		}
+		// Access is checked again before messages go: a peer removed from
+		// a private space while the session runs gets none stored after
+		// its removal (such a message has the removal in its causal past,
+		// so once it is stored the removal has been applied).
+		if len(out.msgs) > 0 && !s.allowed(c.str.Conn().RemotePeer(), sess.space) {
+			return fmt.Errorf("%w (access withdrawn during the session)", errNoAccess)
+		}
 		if err := c.sendExchange(out, sess.floor); err != nil {
 			return err
 		}

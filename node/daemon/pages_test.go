@@ -9,9 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weftmesh/weft/mesh"
 	"github.com/weftmesh/weft/node"
 	"github.com/weftmesh/weft/protocol"
 	"github.com/weftmesh/weft/protocol/api"
+	"github.com/weftmesh/weft/store"
 )
 
 // heavyPad is text that makes a message body about 1 MiB, within the
@@ -28,7 +30,13 @@ func TestPagesBoundedInBytes(t *testing.T) {
 	if raceEnabled {
 		total = 25 // still six budgets' worth; 100 took minutes under -race
 	}
-	d, c := startNode(t, nil)
+	// No quotas (100 messages of ~1 MiB from one sender are over the
+	// default 64 MiB a sender may hold in a space) and no rates (a node
+	// paces its posts to an open space at 40 tokens of 16 KiB a second).
+	d, c := startNode(t, func(c *Config) {
+		c.SpaceLimits = store.SpaceLimits{MaxBytes: -1, MaxSenderBytes: -1}
+		c.Rates = mesh.RateLimits{Off: true}
+	})
 	ctx := t.Context()
 	sp, _, err := d.node.Join("heavy", nil)
 	if err != nil {

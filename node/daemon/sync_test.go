@@ -13,6 +13,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 
+	"github.com/weftmesh/weft/mesh"
 	"github.com/weftmesh/weft/node"
 	"github.com/weftmesh/weft/protocol"
 )
@@ -73,8 +74,11 @@ func bootstrapTo(n *Daemon) func(*Config) {
 // which `read` on C lists in full.
 func TestLateJoinGetsHistory(t *testing.T) {
 	const total = 10_000
-	a, _ := startNode(t, nil)
-	b, _ := startNode(t, bootstrapTo(a))
+	// Rates off: this is about catching up, and a node's own posts are
+	// paced to 40/s in an open space by default (5,000 each took minutes).
+	noRates := func(c *Config) { c.Rates = mesh.RateLimits{Off: true} }
+	a, _ := startNode(t, noRates)
+	b, _ := startNode(t, func(c *Config) { noRates(c); bootstrapTo(a)(c) })
 	sp, _, err := a.node.Join("history", nil)
 	if err != nil {
 		t.Fatal(err)
