@@ -131,7 +131,7 @@ func (n *Node) admitLimits(m *protocol.Message) error {
 	if len(m.Body) > lim.MaxMessageSize {
 		return &errOverLimit{api.CodeTooLarge, fmt.Sprintf("message of %d bytes is over the space's limit of %d", len(m.Body), lim.MaxMessageSize)}
 	}
-	size := int64(len(m.Encode()))
+	size := int64(len(m.Wire()))
 	if lim.MaxBytes > 0 {
 		if u, err := n.store.Usage(m.Space); err == nil && u.Bytes+size > lim.MaxBytes {
 			return &errOverLimit{api.CodeQuotaExceeded, fmt.Sprintf("the space holds %d bytes, its quota is %d", u.Bytes, lim.MaxBytes)}

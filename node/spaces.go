@@ -213,7 +213,7 @@ func (n *Node) Send(ctx context.Context, space protocol.ID, p Post) (Message, er
 	if err := n.admit(m); err != nil {
 		return Message{}, n.refusal(m, "api", err)
 	}
-	if err := n.pacer.wait(ctx, space, len(m.Encode())); err != nil {
+	if err := n.pacer.wait(ctx, space, len(m.Wire())); err != nil {
 		return Message{}, err
 	}
 	ctx, span := n.messageSpan(ctx, "send", n.spaceLabel(space), m)

@@ -642,16 +642,9 @@ func TestCallMethods(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var kinds []string
-		for {
-			f, err := cs.Next()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			kinds = append(kinds, f.Kind)
+		kinds, err := frameKinds(cs)
+		if err != nil {
+			t.Fatal(err)
 		}
 		if fmt.Sprint(kinds) != fmt.Sprint(tc.kinds) {
 			t.Errorf("stream=%v: frames %v, want %v", tc.stream, kinds, tc.kinds)

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"io"
 	"runtime"
 	"slices"
 	"strings"
@@ -156,6 +157,21 @@ func rawStream(tb testing.TB, a, b host.Host) (network.Stream, *bufio.Reader, *b
 		tb.Fatal(err)
 	}
 	return st, bufio.NewReader(st), bufio.NewWriter(st)
+}
+
+// frameKinds reads a call's frames to the end and returns their kinds.
+func frameKinds(cs *Stream) ([]string, error) {
+	var kinds []string
+	for {
+		f, err := cs.Next()
+		if err == io.EOF {
+			return kinds, nil
+		}
+		if err != nil {
+			return kinds, err
+		}
+		kinds = append(kinds, f.Kind)
+	}
 }
 
 // readFrame reads one call frame from r.

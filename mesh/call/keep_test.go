@@ -44,16 +44,9 @@ func TestKeptStreamCarriesCalls(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					var kinds []string
-					for {
-						f, err := cs.Next()
-						if err == io.EOF {
-							break
-						}
-						if err != nil {
-							t.Fatalf("call %d: %v", i, err)
-						}
-						kinds = append(kinds, f.Kind)
+					kinds, err := frameKinds(cs)
+					if err != nil {
+						t.Fatalf("call %d: %v", i, err)
 					}
 					if len(kinds) != 3 || kinds[2] != protocol.FrameFinal {
 						t.Fatalf("call %d: frames %v, want started, delta, final", i, kinds)

@@ -300,11 +300,7 @@ func TestDeclinedDropped(t *testing.T) {
 	a, b := newNode(t), newNode(t)
 	d := &decliner{memStore: a.st}
 	a.svc.Join(testSpace, d)
-	au := newAuthor(t)
-	var msgs []*protocol.Message // no prev: a declined one is not asked for again
-	for i := range 20 {
-		msgs = append(msgs, au.msg(t, testSpace, time.Duration(i)*time.Millisecond, 0))
-	}
+	msgs := newAuthor(t).loose(t, 20) // no prev: a declined one is not asked for again
 	st := syncSets(t, a, b, nil, msgs)
 	if st.Dropped != 10 || st.Received != 10 || len(a.st.ids(testSpace)) != 10 {
 		t.Errorf("stats %+v, a holds %d; want 10 declined, 10 kept", st, len(a.st.ids(testSpace)))
@@ -353,11 +349,7 @@ func TestBatchSink(t *testing.T) {
 	a, b := newNode(t), newNode(t)
 	d := &batchDecliner{memStore: a.st}
 	a.svc.Join(testSpace, d)
-	au := newAuthor(t)
-	var msgs []*protocol.Message // no prev: a declined one is not asked for again
-	for i := range 20 {
-		msgs = append(msgs, au.msg(t, testSpace, time.Duration(i)*time.Millisecond, 0))
-	}
+	msgs := newAuthor(t).loose(t, 20) // no prev: a declined one is not asked for again
 	st := syncSets(t, a, b, nil, msgs)
 	d.mu.Lock()
 	defer d.mu.Unlock()

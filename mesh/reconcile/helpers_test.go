@@ -109,6 +109,17 @@ func (a *author) chain(tb testing.TB, n int, start time.Duration) []*protocol.Me
 	return out
 }
 
+// loose signs n messages in testSpace that name no parent, a millisecond
+// apart.
+func (a *author) loose(tb testing.TB, n int) []*protocol.Message {
+	tb.Helper()
+	out := make([]*protocol.Message, n)
+	for i := range out {
+		out[i] = a.msg(tb, testSpace, time.Duration(i)*time.Millisecond, 0)
+	}
+	return out
+}
+
 func addAll(st *memStore, msgs []*protocol.Message) {
 	for _, m := range msgs {
 		st.add(m)
