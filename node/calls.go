@@ -300,18 +300,24 @@ func (s *CallStream) Next() (protocol.CallFrame, error) {
 	}
 	if err != nil {
 		s.done = true
-		s.err = call.ErrorOf(err)
-		return protocol.CallFrame{Kind: protocol.FrameError, Error: call.ErrorOf(err)}, nil
+		ce := call.ErrorOf(err)
+		s.err = ce
+		s.end(ce)
+		return protocol.CallFrame{Kind: protocol.FrameError, Error: ce}, nil
 	}
 	f := *fp
 	if f.Kind == protocol.FrameFinal {
 		f.Meta = withLocal(f.Meta, s.local)
 	}
 	if f.Kind == protocol.FrameFinal || f.Kind == protocol.FrameError {
+		// The call is over when its last frame is read, not when the
+		// caller gets round to Close: count it now, so whoever sees the
+		// final frame also sees the call in the metrics.
 		s.done = true
 		if f.Error != nil {
 			s.err = f.Error
 		}
+		s.end(s.err)
 	}
 	return f, nil
 }
