@@ -68,6 +68,7 @@ type syncer struct {
 	vlog       activeFile      // the newest value log
 	rotated    []string        // the older WAL and value log files, at the last listing
 	rotate     map[string]bool // rotated files fsync'd, by name
+	dirF       *os.File        // the directory, open for fstat
 	listedOnce bool
 	mtime      time.Time // the directory's, at the last listing
 	listed     time.Time // when that listing started
@@ -195,15 +196,13 @@ func (y *syncer) sync() error {
 // time, and one before it was covered (by induction, the first sync of a
 // file is never skipped).
 func (y *syncer) syncVlog() error {
-	if y.vlog.name == "" {
-		return nil
+	f, err := y.vlog.open()
+	if f == nil || err != nil {
+		return err // none, or gone: nothing to sync
 	}
-	fi, err := os.Stat(filepath.Join(y.dir, y.vlog.name))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
+	fi, err := f.Stat() // fstat: no path to walk
 	if err != nil {
-		return err
+		return fmt.Errorf("stat %s: %w", y.vlog.path, err)
 	}
 	mtime, start := fi.ModTime(), time.Now()
 	if y.vlogSynced && mtime.Equal(y.vlogMtime) && y.vlogStart.Sub(mtime) > dirSlack {
@@ -226,7 +225,14 @@ func (y *syncer) syncVlog() error {
 // new file is created before a commit can land in it, so a sync started
 // after that commit sees the directory changed.
 func (y *syncer) list() error {
-	fi, err := os.Stat(y.dir)
+	if y.dirF == nil {
+		f, err := os.Open(y.dir)
+		if err != nil {
+			return fmt.Errorf("open %s: %w", y.dir, err)
+		}
+		y.dirF = f
+	}
+	fi, err := y.dirF.Stat() // fstat: no path to walk
 	if err != nil {
 		return fmt.Errorf("stat %s: %w", y.dir, err)
 	}
@@ -295,13 +301,17 @@ func (y *syncer) close() {
 	defer y.mu.Unlock()
 	y.mem.use("", "")
 	y.vlog.use("", "")
+	if y.dirF != nil {
+		_ = y.dirF.Close()
+		y.dirF = nil
+	}
 }
 
 // activeFile is the newest file of a kind, kept open to be synced.
 type activeFile struct {
 	name string
 	path string
-	f    *os.File // nil until synced once, or after a failed open
+	f    *os.File // nil until first used
 }
 
 // use makes name (in dir) the file; "" for none. It reports a change.
@@ -319,23 +329,30 @@ func (a *activeFile) use(dir, name string) bool {
 	return true
 }
 
-// sync fdatasyncs the file, opening it first if needed; one gone needs
-// nothing.
+// open returns the file, opening it if needed: nil if there is none or
+// it is gone.
+func (a *activeFile) open() (*os.File, error) {
+	if a.name == "" || a.f != nil {
+		return a.f, nil
+	}
+	f, err := os.Open(a.path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	a.f = f
+	return f, nil
+}
+
+// sync fdatasyncs the file; one gone needs nothing.
 func (a *activeFile) sync() error {
-	if a.name == "" {
-		return nil
+	f, err := a.open()
+	if f == nil || err != nil {
+		return err
 	}
-	if a.f == nil {
-		f, err := os.Open(a.path)
-		if errors.Is(err, os.ErrNotExist) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		a.f = f
-	}
-	if err := fdatasync(a.f); err != nil {
+	if err := fdatasync(f); err != nil {
 		return fmt.Errorf("fdatasync %s: %w", a.path, err)
 	}
 	return nil
