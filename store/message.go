@@ -64,17 +64,11 @@ func (s *Store) Put(ctx context.Context, m Message) (e Entry, added bool, err er
 // or its sender (m.From) in that space, over q is not stored: it returns an
 // error wrapping ErrQuota. The check and the counters it reads are exact
 // (Puts in flight included), so concurrent Puts cannot overshoot a quota.
+// Concurrent PutWithins share one transaction as well as one sync (see
+// commitq.go); a message already stored is synced too (it may have come
+// from the network a moment ago, not yet on disk).
 func (s *Store) PutWithin(ctx context.Context, m Message, q Quota) (e Entry, added bool, err error) {
-	e, added, err = s.put(ctx, m, q)
-	if err != nil {
-		return e, added, err
-	}
-	// Also when m was stored already: it may have come from the network
-	// a moment ago, not yet on disk.
-	if err := s.syncer.wait(); err != nil {
-		return Entry{}, false, fmt.Errorf("store: put %s: %w", m.ID, err)
-	}
-	return e, added, nil
+	return s.putDurable(ctx, m, q)
 }
 
 // PutRelayed is PutWithin for a message from the network, which peers can
@@ -92,11 +86,8 @@ func (s *Store) PutRelayed(ctx context.Context, m Message, q Quota) (e Entry, ad
 
 // put is PutWithin without the wait for the disk.
 func (s *Store) put(ctx context.Context, m Message, q Quota) (e Entry, added bool, err error) {
-	if m.ID.IsZero() || m.Space.IsZero() {
-		return Entry{}, false, errors.New("store: put: zero message or space id")
-	}
-	if len(m.Raw) > MaxRawSize {
-		return Entry{}, false, fmt.Errorf("store: put %s: %d raw bytes exceed %d", m.ID, len(m.Raw), MaxRawSize)
+	if err := checkPut(m); err != nil {
+		return Entry{}, false, err
 	}
 	if err := s.enter(); err != nil {
 		return Entry{}, false, err

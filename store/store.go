@@ -79,7 +79,8 @@ type Store struct {
 
 	usage *usageBook // what each space and sender holds (see usage.go)
 
-	syncer *syncer // group commit (see syncer.go); nil in memory
+	syncer  *syncer     // group sync (see syncer.go); nil in memory
+	commits commitQueue // group commit of durable Puts (see commitq.go)
 
 	now       func() time.Time
 	retention Retention            // default for spaces without their own
@@ -130,7 +131,7 @@ func Open(opts Options) (*Store, error) {
 		s.exempt[id] = true
 	}
 	if !opts.InMemory {
-		s.syncer = newSyncer(db, opts.Dir)
+		s.syncer = newSyncer(opts.Dir)
 	}
 	if err := s.migrateUsage(); err != nil {
 		cancel()
@@ -188,6 +189,7 @@ func (s *Store) Close() error {
 	s.changes = nil
 	s.changeMu.Unlock()
 
+	s.syncer.close()
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("store: close badger: %w", err)
 	}

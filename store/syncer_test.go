@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -101,8 +102,8 @@ func TestSyncRotated(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	y := newSyncer(nil, dir)
-	if err := y.syncRotated(); err != nil {
+	y := newSyncer(dir)
+	if err := y.sync(); err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]bool{"00001.mem": true, "00002.mem": true, "000001.vlog": true}
@@ -117,7 +118,7 @@ func TestSyncRotated(t *testing.T) {
 	if err := os.Remove(filepath.Join(dir, "00001.mem")); err != nil {
 		t.Fatal(err)
 	}
-	if err := y.syncRotated(); err != nil {
+	if err := y.sync(); err != nil {
 		t.Fatal(err)
 	}
 	if y.rotate["00001.mem"] || len(y.rotate) != 2 {
@@ -139,8 +140,8 @@ func TestSyncRotatedSkipsUnchangedDir(t *testing.T) {
 	if err := os.Chtimes(dir, old, old); err != nil {
 		t.Fatal(err)
 	}
-	y := newSyncer(nil, dir)
-	if err := y.syncRotated(); err != nil || !y.rotate["00001.mem"] {
+	y := newSyncer(dir)
+	if err := y.sync(); err != nil || !y.rotate["00001.mem"] {
 		t.Fatalf("first listing: %v, synced %v", err, y.rotate)
 	}
 	// A rotation, with the directory's time as before: not listed.
@@ -150,7 +151,7 @@ func TestSyncRotatedSkipsUnchangedDir(t *testing.T) {
 	if err := os.Chtimes(dir, old, old); err != nil {
 		t.Fatal(err)
 	}
-	if err := y.syncRotated(); err != nil || y.rotate["00002.mem"] {
+	if err := y.sync(); err != nil || y.rotate["00002.mem"] {
 		t.Fatalf("unchanged directory listed again: %v, synced %v", err, y.rotate)
 	}
 	// Its time changed: listed, the rotated file synced.
@@ -158,7 +159,62 @@ func TestSyncRotatedSkipsUnchangedDir(t *testing.T) {
 	if err := os.Chtimes(dir, now, now); err != nil {
 		t.Fatal(err)
 	}
-	if err := y.syncRotated(); err != nil || !y.rotate["00002.mem"] {
+	if err := y.sync(); err != nil || !y.rotate["00002.mem"] {
 		t.Fatalf("changed directory: %v, synced %v", err, y.rotate)
+	}
+}
+
+// TestSyncVlogSkippedOnlyWhenUnchanged checks, on a real store, that a
+// sync skips the newest value log only while nothing was written to it:
+// a write through Badger's mapping (a message over the value threshold)
+// sets the file's time, and the next sync then syncs it. It also checks
+// that the syncer holds the newest WAL and value log, by name.
+func TestSyncVlogSkippedOnlyWhenUnchanged(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(Options{Dir: dir, SyncInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	y := s.syncer
+	sp := protocol.MessageID([]byte("space"))
+	if _, _, err := s.PutWithin(t.Context(), syncTestMsg(sp, "small"), Quota{}); err != nil {
+		t.Fatal(err)
+	}
+	y.mu.Lock()
+	mem, vlog := y.mem.name, y.vlog.name
+	y.mu.Unlock()
+	if filepath.Ext(mem) != ".mem" || filepath.Ext(vlog) != ".vlog" {
+		t.Fatalf("syncer holds %q and %q, want the newest WAL and value log", mem, vlog)
+	}
+	// As if the value log was last written long ago.
+	old := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(filepath.Join(dir, vlog), old, old); err != nil {
+		t.Fatal(err)
+	}
+	sync := func() {
+		t.Helper()
+		y.later()
+		if err := y.wait(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sync() // syncs it: its time changed
+	skips := y.vlogSkips.Load()
+	sync()
+	if got := y.vlogSkips.Load(); got != skips+1 {
+		t.Fatalf("unchanged value log synced again (%d skips, want %d)", got, skips+1)
+	}
+	big := syncTestMsg(sp, "big")
+	big.Raw = bytes.Repeat([]byte("x"), 64*kib) // over the value threshold
+	if _, _, err := s.PutWithin(t.Context(), big, Quota{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := y.vlogSkips.Load(); got != skips+1 {
+		t.Fatalf("value log written through its mapping, then not synced (%d skips, want %d)", got, skips+1)
+	}
+	fi, err := os.Stat(filepath.Join(dir, vlog))
+	if err != nil || !fi.ModTime().After(old) {
+		t.Fatalf("value log's time after a write: %v, %v", fi.ModTime(), err)
 	}
 }
