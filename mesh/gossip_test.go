@@ -133,7 +133,7 @@ func TestSyncSinkDeclinesInflight(t *testing.T) {
 	flight := newInflight(time.Now)
 	flight.add(coming.ID)
 	var stored storedRing
-	s := syncSink{rec, flight, &stored}
+	s := syncSink{Sink: rec, flight: flight, stored: &stored}
 	if err := s.Deliver(t.Context(), coming); !errors.Is(err, ErrDeclined) {
 		t.Errorf("message on its way by gossip: %v, want ErrDeclined", err)
 	}
@@ -288,7 +288,7 @@ func TestSyncSinkBatches(t *testing.T) {
 	flight := newInflight(time.Now)
 	flight.add(coming.ID)
 	var stored storedRing
-	s, ok := newSyncSink(rec, flight, &stored).(reconcile.BatchSink)
+	s, ok := newSyncSink(rec, flight, &stored, nil).(reconcile.BatchSink)
 	if !ok {
 		t.Fatal("the sync wrapper of a batch Sink takes no batches")
 	}
@@ -302,7 +302,43 @@ func TestSyncSinkBatches(t *testing.T) {
 	if !stored.has(a.ID) || !stored.has(b.ID) || stored.has(coming.ID) {
 		t.Error("gap repair not told of exactly the messages the sink took")
 	}
-	if _, ok := newSyncSink(newRecorder(), flight, &stored).(reconcile.BatchSink); ok {
+	if _, ok := newSyncSink(newRecorder(), flight, &stored, nil).(reconcile.BatchSink); ok {
 		t.Error("the sync wrapper of a Sink without batches claims to take them")
+	}
+}
+
+// TestSyncSinkDeclinesFresh: while gossip is late, a message sync fetches
+// that is younger than that lateness is declined, one at a time or in a
+// batch (gossip may still bring it; news would spread the session); once
+// older, it goes to the Sink. While gossip is prompt nothing is declined.
+func TestSyncSinkDeclinesFresh(t *testing.T) {
+	key, _, _ := crypto.GenerateEd25519Key(rand.Reader)
+	space := protocol.SpaceID("test/syncfresh")
+	a, b := sign(t, key, space, "a", nil), sign(t, key, space, "b", nil)
+	created := a.Created()
+	var l lateness
+	now := created
+	fresh := func(m *protocol.Message) bool { return l.fresh(m.Created(), now) }
+
+	rec := &batchRecorder{recorder: newRecorder()}
+	var stored storedRing
+	s := newSyncSink(rec, newInflight(time.Now), &stored, fresh)
+	if err := s.Deliver(t.Context(), a); err != nil {
+		t.Fatalf("gossip prompt: %v, want the message taken", err)
+	}
+	l.note(created.Add(-time.Second), created) // gossip a second late
+	bs := s.(reconcile.BatchSink)
+	if errs := bs.DeliverBatch(t.Context(), []*protocol.Message{b}); !errors.Is(errs[0], ErrDeclined) {
+		t.Errorf("fresh message in a batch: %v, want ErrDeclined", errs[0])
+	}
+	if err := s.Deliver(t.Context(), b); !errors.Is(err, ErrDeclined) {
+		t.Errorf("fresh message: %v, want ErrDeclined", err)
+	}
+	if rec.has(b.ID) {
+		t.Error("the sink got the fresh message")
+	}
+	now = created.Add(2 * time.Second)
+	if errs := bs.DeliverBatch(t.Context(), []*protocol.Message{b}); errs[0] != nil || !rec.has(b.ID) {
+		t.Errorf("message older than gossip's lateness: %v, want it taken", errs[0])
 	}
 }
