@@ -478,7 +478,7 @@ func decodeObject(b []byte, known []string) (map[string]json.RawMessage, error) 
 	if err != nil || tok != json.Delim('{') {
 		return nil, errorf(ErrMalformed, "not a JSON object")
 	}
-	members := make(map[string]json.RawMessage, 12)
+	members := make(map[string]json.RawMessage)
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
@@ -517,7 +517,7 @@ func scanObject(b []byte, known []string) (map[string]json.RawMessage, error) {
 	if i >= len(b) || b[i] != '{' {
 		return nil, nil
 	}
-	members := make(map[string]json.RawMessage, 12)
+	members := make(map[string]json.RawMessage)
 	i = skipSpace(b, i+1)
 	for i < len(b) && b[i] != '}' {
 		end := stringEnd(b, i)
