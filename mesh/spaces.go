@@ -75,7 +75,12 @@ func (m *Mesh) JoinSpace(id protocol.ID, sink Sink) error {
 	if r, ok := sink.(Refusals); ok {
 		refused = func(reason string) { r.Refused(id, reason) }
 	}
-	if err := m.ps.RegisterTopicValidator(name, validator(id, m.h.ID(), m.lim, m.now, m.guard, gate, refused, m.flight, m.log)); err != nil {
+	// Inline: run by gossipsub's validation workers (one per CPU) rather
+	// than in a goroutine started for each message; the validator is
+	// CPU-bound and never waits (see Gate), so more goroutines than CPUs
+	// only added a start and a hand-off to every message received.
+	val := validator(id, m.h.ID(), m.lim, m.now, m.guard, gate, refused, m.flight, m.log)
+	if err := m.ps.RegisterTopicValidator(name, val, pubsub.WithValidatorInline(true)); err != nil {
 		return fmt.Errorf("join space %s: validator: %w", id, err)
 	}
 	topic, err := m.ps.Join(name)
