@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -43,6 +44,9 @@ type space struct {
 	wg     sync.WaitGroup
 	gaps   gaps      // waiting for gossip to fill them (see repairGap)
 	flight *inflight // the mesh's: accepted by gossip, not yet through the Sink
+	// stale counts the messages sync stored that gossip should have
+	// brought by then (see syncSink), since spread last looked.
+	stale atomic.Int64
 }
 
 // JoinSpace subscribes to space's topic, delivering its messages to sink,
@@ -115,7 +119,7 @@ func (m *Mesh) JoinSpace(id protocol.ID, sink Sink) error {
 	}
 	s.wg.Go(func() { m.watchMembers(ctx, s) })
 	if m.sync != nil {
-		m.sync.Join(id, newSyncSink(sink, m.flight, &m.stored, m.fresh))
+		m.sync.Join(id, newSyncSink(sink, m.flight, &m.stored, m.fresh, &s.stale))
 		s.wg.Go(func() { m.syncEvents(ctx, s) })
 		if m.syncEvery > 0 {
 			s.wg.Go(func() { m.syncLoop(ctx, s) })
@@ -179,13 +183,14 @@ func (m *Mesh) stopSpace(s *space) error {
 // asked for their parents. If the gossip copy then fails to be stored, the
 // child that reveals the gap, or the next sync, repairs it.
 //
-// Messages too fresh for gossip to have brought them yet (see
-// lateness.fresh) are declined too: under load, gossip takes long enough
-// that a session always finds some, which it counted as news and spread,
-// and the chain ran as long as messages were sent (1,928 sessions in 10 s
-// in a loaded 10-daemon space at 500 msg/s, 1,165 messages fetched). One
-// that gossip does not bring after all is fetched once it is older: by the
-// gap repair of a child, or the next sync.
+// Under load, gossip takes long enough that a session always finds
+// messages gossip has not even accepted yet, which it counted as news and
+// spread, and the chain ran as long as messages were sent (1,928 sessions
+// in 10 s in a loaded 10-daemon space at 500 msg/s, 1,165 messages
+// fetched). Those are stored (gossip may never bring them: a member just
+// removed from a private space, a partition), but only the messages older
+// than gossip's recent lateness (see lateness.fresh), which gossip should
+// have brought by then, count as news to spread (stale; see spread).
 //
 // A sink's other interfaces (Gate, Refusals) concern gossip only; sync
 // sees Deliver alone, and DeliverBatch of a Sink that stores a session's
@@ -194,19 +199,24 @@ type syncSink struct {
 	Sink
 	flight *inflight
 	stored *storedRing                  // told of what the Sink took (nil: not told)
-	fresh  func(*protocol.Message) bool // too fresh to fetch (nil: none is)
+	fresh  func(*protocol.Message) bool // gossip may still bring it (nil: none)
+	stale  *atomic.Int64                // counts what the Sink took that is not fresh (nil: not counted)
 }
 
-// coming reports whether m is to be left to gossip: accepted by it and
-// not yet stored, or too fresh for it to have brought.
-func (s syncSink) coming(m *protocol.Message) bool {
-	return s.flight.has(m.ID) || s.fresh != nil && s.fresh(m)
+// took notes that the Sink took m.
+func (s syncSink) took(m *protocol.Message) {
+	if s.stored != nil {
+		s.stored.add(m.ID)
+	}
+	if s.stale != nil && (s.fresh == nil || !s.fresh(m)) {
+		s.stale.Add(1)
+	}
 }
 
 // newSyncSink returns sink as sync sessions see it: a syncSink, or a
 // syncBatchSink if sink takes batches.
-func newSyncSink(sink Sink, flight *inflight, stored *storedRing, fresh func(*protocol.Message) bool) reconcile.Sink {
-	s := syncSink{Sink: sink, flight: flight, stored: stored, fresh: fresh}
+func newSyncSink(sink Sink, flight *inflight, stored *storedRing, fresh func(*protocol.Message) bool, stale *atomic.Int64) reconcile.Sink {
+	s := syncSink{Sink: sink, flight: flight, stored: stored, fresh: fresh, stale: stale}
 	if b, ok := sink.(reconcile.BatchSink); ok {
 		return syncBatchSink{s, b}
 	}
@@ -226,7 +236,7 @@ func (s syncBatchSink) DeliverBatch(ctx context.Context, msgs []*protocol.Messag
 	pass := make([]*protocol.Message, 0, len(msgs))
 	at := make([]int, 0, len(msgs))
 	for i, m := range msgs {
-		if s.coming(m) {
+		if s.flight.has(m.ID) {
 			errs[i] = fmt.Errorf("%w: %s is on its way by gossip", ErrDeclined, m.ID)
 			continue
 		}
@@ -242,8 +252,8 @@ func (s syncBatchSink) DeliverBatch(ctx context.Context, msgs []*protocol.Messag
 			break // the session checks the count of results
 		}
 		errs[at[k]] = err
-		if err == nil && s.stored != nil {
-			s.stored.add(pass[k].ID)
+		if err == nil {
+			s.took(pass[k])
 		}
 	}
 	if len(berrs) != len(pass) {
@@ -253,12 +263,12 @@ func (s syncBatchSink) DeliverBatch(ctx context.Context, msgs []*protocol.Messag
 }
 
 func (s syncSink) Deliver(ctx context.Context, msg *protocol.Message) error {
-	if s.coming(msg) {
+	if s.flight.has(msg.ID) {
 		return fmt.Errorf("%w: %s is on its way by gossip", ErrDeclined, msg.ID)
 	}
 	err := s.Sink.Deliver(ctx, msg)
-	if err == nil && s.stored != nil {
-		s.stored.add(msg.ID)
+	if err == nil {
+		s.took(msg)
 	}
 	return err
 }
@@ -367,8 +377,7 @@ func (m *Mesh) deliver(ctx context.Context, s *space, sink Sink, msg *protocol.M
 	m.repairGap(ctx, s, msg, from)
 }
 
-// fresh reports whether msg is too fresh to fetch by sync: gossip may
-// still bring it (see lateness.fresh).
+// fresh reports whether gossip may still bring msg (see lateness.fresh).
 func (m *Mesh) fresh(msg *protocol.Message) bool {
 	return m.late.fresh(msg.Created(), m.now())
 }
