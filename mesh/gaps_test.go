@@ -162,3 +162,49 @@ func TestStoredRing(t *testing.T) {
 		t.Errorf("%d IDs held, want %d", len(r.ids), recentStored)
 	}
 }
+
+// TestLateness: a gap waits gapDelay while gossip is prompt, twice the
+// largest recent lateness once it is slower, that wait halving every
+// latenessHalfLife, never more than maxGapDelay; a message from a clock
+// ahead (delivered "before" it was created) changes nothing.
+func TestLateness(t *testing.T) {
+	now := time.Unix(1000, 0)
+	var l lateness
+	steps := []struct {
+		created, at time.Duration // relative to now
+		after       time.Duration // when to ask
+		want        time.Duration
+	}{
+		{-10 * time.Millisecond, 0, 0, gapDelay},                             // prompt
+		{-time.Second, 0, 0, 2 * time.Second},                                // a second late
+		{-100 * time.Millisecond, 0, latenessHalfLife, time.Second},          // halved; a prompt one does not lower it
+		{time.Hour, latenessHalfLife, 2 * latenessHalfLife, time.Second / 2}, // from the future: no change
+		{0, 2 * latenessHalfLife, 5 * latenessHalfLife, gapDelay},            // decayed below the floor
+		{-time.Hour, 5 * latenessHalfLife, 5 * latenessHalfLife, maxGapDelay},
+	}
+	for i, s := range steps {
+		l.note(now.Add(s.created+s.at), now.Add(s.at))
+		if got := l.delay(now.Add(s.after)); got != s.want {
+			t.Errorf("step %d: delay %v, want %v", i, got, s.want)
+		}
+	}
+}
+
+// TestLatenessFresh: a message is fresh while younger than the lateness
+// remembered (or as far in the future); nothing is while gossip is prompt.
+func TestLatenessFresh(t *testing.T) {
+	now := time.Unix(1000, 0)
+	var l lateness
+	if l.fresh(now, now) {
+		t.Error("fresh while gossip has never been late")
+	}
+	l.note(now.Add(-time.Second), now)
+	for _, c := range []struct {
+		age  time.Duration
+		want bool
+	}{{0, true}, {900 * time.Millisecond, true}, {1100 * time.Millisecond, false}, {-900 * time.Millisecond, true}, {-2 * time.Second, false}} {
+		if got := l.fresh(now.Add(-c.age), now); got != c.want {
+			t.Errorf("age %v: fresh %v, want %v", c.age, got, c.want)
+		}
+	}
+}

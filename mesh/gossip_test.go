@@ -9,6 +9,7 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -133,7 +134,7 @@ func TestSyncSinkDeclinesInflight(t *testing.T) {
 	flight := newInflight(time.Now)
 	flight.add(coming.ID)
 	var stored storedRing
-	s := syncSink{rec, flight, &stored}
+	s := syncSink{Sink: rec, flight: flight, stored: &stored}
 	if err := s.Deliver(t.Context(), coming); !errors.Is(err, ErrDeclined) {
 		t.Errorf("message on its way by gossip: %v, want ErrDeclined", err)
 	}
@@ -288,7 +289,7 @@ func TestSyncSinkBatches(t *testing.T) {
 	flight := newInflight(time.Now)
 	flight.add(coming.ID)
 	var stored storedRing
-	s, ok := newSyncSink(rec, flight, &stored).(reconcile.BatchSink)
+	s, ok := newSyncSink(rec, flight, &stored, nil, nil).(reconcile.BatchSink)
 	if !ok {
 		t.Fatal("the sync wrapper of a batch Sink takes no batches")
 	}
@@ -302,7 +303,47 @@ func TestSyncSinkBatches(t *testing.T) {
 	if !stored.has(a.ID) || !stored.has(b.ID) || stored.has(coming.ID) {
 		t.Error("gap repair not told of exactly the messages the sink took")
 	}
-	if _, ok := newSyncSink(newRecorder(), flight, &stored).(reconcile.BatchSink); ok {
+	if _, ok := newSyncSink(newRecorder(), flight, &stored, nil, nil).(reconcile.BatchSink); ok {
 		t.Error("the sync wrapper of a Sink without batches claims to take them")
+	}
+}
+
+// TestSyncSinkStale: what sync stores is counted as news to spread only
+// when gossip should have brought it by then (older than gossip's recent
+// lateness), one at a time or in a batch; a fresher message is stored all
+// the same (gossip may never bring it), and not counted.
+func TestSyncSinkStale(t *testing.T) {
+	key, _, _ := crypto.GenerateEd25519Key(rand.Reader)
+	space := protocol.SpaceID("test/syncstale")
+	a, b, c := sign(t, key, space, "a", nil), sign(t, key, space, "b", nil), sign(t, key, space, "c", nil)
+	created := a.Created()
+	var l lateness
+	now := created
+	fresh := func(m *protocol.Message) bool { return l.fresh(m.Created(), now) }
+
+	rec := &batchRecorder{recorder: newRecorder()}
+	var stored storedRing
+	var stale atomic.Int64
+	s := newSyncSink(rec, newInflight(time.Now), &stored, fresh, &stale)
+	if err := s.Deliver(t.Context(), a); err != nil || stale.Load() != 1 {
+		t.Fatalf("gossip prompt: %v, %d stale; want the message taken and counted", err, stale.Load())
+	}
+	l.note(created.Add(-time.Second), created) // gossip a second late
+	bs := s.(reconcile.BatchSink)
+	if errs := bs.DeliverBatch(t.Context(), []*protocol.Message{b}); errs[0] != nil {
+		t.Errorf("fresh message in a batch: %v", errs[0])
+	}
+	if err := s.Deliver(t.Context(), c); err != nil {
+		t.Errorf("fresh message: %v", err)
+	}
+	if !rec.has(b.ID, c.ID) || !stored.has(b.ID) || !stored.has(c.ID) {
+		t.Error("fresh messages not stored")
+	}
+	if n := stale.Load(); n != 1 {
+		t.Errorf("%d stale after fresh messages, want still 1", n)
+	}
+	now = created.Add(2 * time.Second)
+	if errs := bs.DeliverBatch(t.Context(), []*protocol.Message{b, c}); errs[0] != nil || errs[1] != nil || stale.Load() != 3 {
+		t.Errorf("messages older than gossip's lateness: %v, %d stale; want both counted (3)", errs, stale.Load())
 	}
 }

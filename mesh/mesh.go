@@ -45,6 +45,7 @@ type Mesh struct {
 	tracer    *meshTracer
 	flight    *inflight    // gossip messages accepted, not yet through their Sink
 	stored    storedRing   // the messages stored last, for gap repair
+	late      lateness     // how late gossip brings messages, for gap repair
 	guard     *floodGuard  // gossip rate limits and flood penalties
 	board     *scoreBoard  // gossip scores as last read
 	mdns      mdns.Service // nil unless Config.MDNS

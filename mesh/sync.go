@@ -88,7 +88,17 @@ const spreadFanout = 3
 // dropped (no child reveals them): bounding it to once a second per space
 // left 2,243 arrivals missing 10 s after a loaded 10-daemon broadcast at
 // 2,000 msg/s, against none without the bound.
+//
+// Only messages gossip should have brought by then are news (see
+// syncSink): a session that fetched nothing but messages gossip was still
+// bringing spreads nothing.
 func (m *Mesh) spread(from peer.ID, space protocol.ID, _ int) {
+	m.mu.RLock()
+	s, ok := m.spaces[space]
+	m.mu.RUnlock()
+	if !ok || s.stale.Swap(0) == 0 {
+		return
+	}
 	peers := m.SpacePeers(space)
 	rand.Shuffle(len(peers), func(i, j int) { peers[i], peers[j] = peers[j], peers[i] })
 	n := 0

@@ -24,8 +24,26 @@ import (
 type spaceSink struct{ n *Node }
 
 func (s spaceSink) Deliver(ctx context.Context, m *protocol.Message) error {
+	n := s.n
+	if again := n.recent.put(m); again { // before the store wakes its followers (recent.go)
+		// Received before (gossip and sync may race): most likely
+		// stored already, which a lookup tells without a transaction.
+		if has, err := n.store.Has(m.ID); err == nil && has {
+			return nil
+		}
+	}
+	if n.private.get(m.Space) != nil {
+		return s.deliverOne(ctx, m)
+	}
+	// An open space's message is stored with others received meanwhile
+	// (group.go), as DeliverBatch stores a sync exchange's.
+	return n.group.put(ctx, m, s.DeliverBatch)
+}
+
+// deliverOne is Deliver for a message stored on its own: a private
+// space's, whose acceptance depends on those accepted before it.
+func (s spaceSink) deliverOne(ctx context.Context, m *protocol.Message) error {
 	ctx, span := s.n.messageSpan(ctx, "process", s.n.spaceLabel(m.Space), m)
-	s.n.recent.put(m) // before the store wakes its followers (recent.go)
 	_, added, err := s.n.ingest(ctx, m, "mesh")
 	span.SetAttributes(attribute.Bool("weft.new", added))
 	endSpan(span, err)
@@ -49,7 +67,7 @@ func (s spaceSink) DeliverBatch(ctx context.Context, ms []*protocol.Message) []e
 	bySpace := make(map[protocol.ID][]int)
 	for i, m := range ms {
 		if n.private.get(m.Space) != nil {
-			errs[i] = s.Deliver(ctx, m)
+			errs[i] = s.deliverOne(ctx, m)
 			continue
 		}
 		_, spans[i] = n.messageSpan(ctx, "process", n.spaceLabel(m.Space), m)

@@ -68,6 +68,7 @@ type Node struct {
 	gate       *policy.Gate      // the inbox's DM policy
 	inboxCount inboxCount
 	recent     recentCache // received messages, decoded (recent.go)
+	group      groupCommit // received messages waiting to be stored (group.go)
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup

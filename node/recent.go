@@ -39,10 +39,11 @@ type recentCache struct {
 	next int
 }
 
-// put keeps m, decoded.
-func (c *recentCache) put(m *protocol.Message) {
+// put keeps m, decoded, and reports whether it was kept already (a
+// message received twice).
+func (c *recentCache) put(m *protocol.Message) (again bool) {
 	if len(m.Wire()) > recentMaxWire {
-		return
+		return false
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -51,7 +52,7 @@ func (c *recentCache) put(m *protocol.Message) {
 		c.ring = make([]protocol.ID, 0, recentMessages)
 	}
 	if _, ok := c.byID[m.ID]; ok {
-		return
+		return true
 	}
 	if len(c.ring) < recentMessages {
 		c.ring = append(c.ring, m.ID)
@@ -61,6 +62,7 @@ func (c *recentCache) put(m *protocol.Message) {
 		c.next = (c.next + 1) % recentMessages
 	}
 	c.byID[m.ID] = m
+	return false
 }
 
 // get returns the decoded message of a stored entry, if kept: one whose

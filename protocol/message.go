@@ -456,13 +456,29 @@ func checkTopLevel(b []byte) error {
 // parsers read one document two ways. It checks members' keys only, not
 // their values. Errors wrap ErrMalformed. Formats that carry weft messages
 // (such as protocol/iacp) read their objects with it.
+//
+// The members' values share b's memory.
 func ParseObject(b []byte, known []string) (map[string]json.RawMessage, error) {
+	// Every message received is read with it (its body, refs and meta),
+	// and json.Decoder's tokens cost a third of decoding one: a valid
+	// document is read by a scanner that relies on its validity; an
+	// invalid one by the Decoder, which says what is wrong.
+	if json.Valid(b) {
+		if members, err := scanObject(b, known); members != nil || err != nil {
+			return members, err
+		}
+	}
+	return decodeObject(b, known)
+}
+
+// decodeObject is ParseObject with json.Decoder, for any document.
+func decodeObject(b []byte, known []string) (map[string]json.RawMessage, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	tok, err := dec.Token()
 	if err != nil || tok != json.Delim('{') {
 		return nil, errorf(ErrMalformed, "not a JSON object")
 	}
-	members := make(map[string]json.RawMessage, 12)
+	members := make(map[string]json.RawMessage)
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
@@ -490,6 +506,98 @@ func ParseObject(b []byte, known []string) (map[string]json.RawMessage, error) {
 		return nil, errorf(ErrMalformed, "data after the JSON object")
 	}
 	return members, nil
+}
+
+// scanObject is ParseObject for b that json.Valid accepts: one JSON value,
+// with nothing but white space around it. ok is false if b is not an
+// object, or a key is not read: it returns neither members nor an error
+// (decodeObject then says why).
+func scanObject(b []byte, known []string) (map[string]json.RawMessage, error) {
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return nil, nil
+	}
+	members := make(map[string]json.RawMessage)
+	i = skipSpace(b, i+1)
+	for i < len(b) && b[i] != '}' {
+		end := stringEnd(b, i)
+		raw := b[i+1 : end-1]
+		key := string(raw)
+		if bytes.IndexByte(raw, '\\') >= 0 || !utf8.Valid(raw) {
+			// Unescaped, or invalid UTF-8 replaced, as the Decoder does.
+			if json.Unmarshal(b[i:end], &key) != nil {
+				return nil, nil
+			}
+		}
+		if _, dup := members[key]; dup {
+			return nil, errorf(ErrMalformed, "repeated key %q", truncate(key, 40))
+		}
+		for _, f := range known {
+			if key != f && strings.EqualFold(key, f) {
+				return nil, errorf(ErrMalformed, "key %q is not %q", truncate(key, 40), f)
+			}
+		}
+		i = skipSpace(b, end)
+		i = skipSpace(b, i+1) // the colon
+		vend := valueEnd(b, i)
+		members[key] = b[i:vend:vend]
+		i = skipSpace(b, vend)
+		if i < len(b) && b[i] == ',' {
+			i = skipSpace(b, i+1)
+		}
+	}
+	return members, nil
+}
+
+// skipSpace returns the index of the first byte of b at or after i that
+// is not JSON white space.
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// stringEnd returns the index just past the valid JSON string starting at
+// b[i] (its opening quote).
+func stringEnd(b []byte, i int) int {
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++ // the escaped byte (a \u escape's digits need no care)
+		case '"':
+			return i + 1
+		}
+	}
+	return len(b)
+}
+
+// valueEnd returns the index just past the valid JSON value starting at
+// b[i].
+func valueEnd(b []byte, i int) int {
+	switch b[i] {
+	case '"':
+		return stringEnd(b, i)
+	case '{', '[':
+		depth := 0
+		for ; i < len(b); i++ {
+			switch b[i] {
+			case '"':
+				i = stringEnd(b, i) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+		}
+		return len(b)
+	}
+	for i < len(b) && !strings.ContainsRune(",}] \t\n\r", rune(b[i])) {
+		i++ // a number, true, false or null
+	}
+	return i
 }
 
 func (m *Message) checkShape(lim Limits) error {

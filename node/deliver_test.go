@@ -1,0 +1,109 @@
+package node
+
+import (
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+
+	"github.com/weftmesh/weft/mesh"
+	"github.com/weftmesh/weft/protocol"
+	"github.com/weftmesh/weft/store"
+)
+
+// TestDeliverGroups: messages gossip hands over concurrently, each once or
+// twice (gossip and sync racing), are each stored once through the group
+// commit, on a real node and store; one over the space's size limit is
+// declined (mesh.ErrDeclined) and the other of its group is stored all the
+// same.
+func TestDeliverGroups(t *testing.T) {
+	cfg := Default()
+	cfg.Home, cfg.MDNS, cfg.DHTMode = t.TempDir(), false, "client"
+	cfg.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
+	n, err := New(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	const name = "test-deliver"
+	sp, _, err := n.Join(name, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _, _ := crypto.GenerateEd25519Key(rand.Reader)
+	msgs := make([]*protocol.Message, 64)
+	for i := range msgs {
+		content, _ := json.Marshal(map[string]string{"text": fmt.Sprint("m", i)})
+		msgs[i], err = protocol.Sign(key, protocol.Draft{Space: sp.ID, CreatedAt: time.Now(), Type: "text", Content: content}, protocol.DefaultLimits())
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	sink := spaceSink{n}
+	errs := make([]error, 2*len(msgs))
+	var wg sync.WaitGroup
+	for i := range errs {
+		wg.Go(func() { errs[i] = sink.Deliver(t.Context(), msgs[i%len(msgs)]) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("delivery %d: %v", i, err)
+		}
+	}
+	got, _, err := n.Read(sp.ID, 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(msgs) {
+		t.Fatalf("%d messages stored, want %d (each once)", len(got), len(msgs))
+	}
+	again, _, _ := n.Read(sp.ID, 0, 1000)
+	for i := range got {
+		if got[i].ID != again[i].ID || got[i].Cursor != again[i].Cursor {
+			t.Fatal("reads disagree")
+		}
+	}
+
+	// Over the size limit: declined, stored nowhere; the rest unharmed.
+	big, _ := json.Marshal(map[string]string{"text": strings.Repeat("x", 2048)})
+	lim := protocol.DefaultLimits()
+	over, err := protocol.Sign(key, protocol.Draft{Space: sp.ID, CreatedAt: time.Now(), Type: "text", Content: big}, lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.limits.set(sp.ID, store.SpaceLimits{MaxMessageSize: len(over.Body) - 1})
+	content, _ := json.Marshal(map[string]string{"text": "small"})
+	small, _ := protocol.Sign(key, protocol.Draft{Space: sp.ID, CreatedAt: time.Now(), Type: "text", Content: content}, lim)
+	// Both in one group: held while they queue, then handed to the first.
+	n.group.mu.Lock()
+	n.group.busy = true
+	n.group.mu.Unlock()
+	var overErr, smallErr error
+	wg.Go(func() { overErr = sink.Deliver(t.Context(), over) })
+	waitFor(t, "the first to queue", func() bool { return queuedLen(&n.group) == 1 })
+	wg.Go(func() { smallErr = sink.Deliver(t.Context(), small) })
+	waitFor(t, "both to queue", func() bool { return queuedLen(&n.group) == 2 })
+	n.group.mu.Lock()
+	n.group.queue[0].done <- false
+	n.group.mu.Unlock()
+	wg.Wait()
+	if !errors.Is(overErr, mesh.ErrDeclined) {
+		t.Errorf("message over the space's limit: %v, want ErrDeclined", overErr)
+	}
+	if smallErr != nil {
+		t.Errorf("message within it: %v", smallErr)
+	}
+	if has, _ := n.store.Has(over.ID); has {
+		t.Error("the message over the limit was stored")
+	}
+	if has, _ := n.store.Has(small.ID); !has {
+		t.Error("the message within the limit was not stored")
+	}
+}
