@@ -451,7 +451,7 @@ func (s *session) receive(ctx context.Context, d *delivery, wires [][]byte) erro
 	msgs := make([]*protocol.Message, len(wires))
 	errs := make([]error, len(wires))
 	parallel(len(wires), s.cfg.validators, func(i int) {
-		msgs[i], errs[i] = protocol.Validate(wires[i], now, s.cfg.limits)
+		msgs[i], errs[i] = s.cfg.verifier.Validate(wires[i], now, s.cfg.limits)
 	})
 	var ok []*protocol.Message
 	for i, m := range msgs {
