@@ -13,7 +13,8 @@ import (
 // Verifier checks many messages' signatures faster than Validate when
 // their senders repeat, as when a node catches up on a space's history:
 // once a sender's key has been seen a few times it precomputes multiples
-// of that key (about 150 KiB per key, for at most maxTables keys), so
+// of that key (about 150 KiB per key, for at most maxTables keys, and
+// 1.3 MiB of multiples of the base point once the first is made), so
 // that each later check costs about half of crypto/ed25519's.
 //
 // It accepts exactly what ed25519.Verify accepts: the check is the same
@@ -25,6 +26,9 @@ import (
 //
 // A Verifier is safe for concurrent use.
 type Verifier struct {
+	base     sync.Once
+	baseRows *baseTable // built with the first key table
+
 	mu     sync.Mutex
 	seen   map[[32]byte]int       // checks per key without a table
 	tables map[[32]byte]*keyTable // at most maxTables
@@ -88,7 +92,8 @@ func (v *Verifier) table(pub []byte) *keyTable {
 	if !build {
 		return nil
 	}
-	t, err := newKeyTable(k)
+	v.base.Do(func() { v.baseRows = newBaseTable() })
+	t, err := newKeyTable(k, v.baseRows)
 	if err != nil {
 		return nil
 	}
@@ -111,29 +116,49 @@ func (v *Verifier) table(pub []byte) *keyTable {
 type keyTable struct {
 	pub  [32]byte
 	rows [64][15]edwards25519.Point
+	base *baseTable // shared by every key's table
 }
 
-func newKeyTable(pub [32]byte) (*keyTable, error) {
-	a, err := new(edwards25519.Point).SetBytes(pub[:])
-	if err != nil {
-		return nil, err
-	}
-	t := &keyTable{pub: pub}
-	base := new(edwards25519.Point).Negate(a)
-	for j := range t.rows {
-		row := &t.rows[j]
+// baseTable holds [d·256^j]B for the base point B, j in 0…31 and d in
+// 1…255 (at [j][d-1]), so that [S]B is the sum of at most 32 of them
+// (about 1.3 MiB, one per Verifier).
+type baseTable [32][255]edwards25519.Point
+
+func newBaseTable() *baseTable {
+	t := new(baseTable)
+	base := edwards25519.NewGeneratorPoint()
+	for j := range t {
+		row := &t[j]
 		row[0].Set(base)
 		for d := 1; d < len(row); d++ {
 			row[d].Add(&row[d-1], base)
 		}
-		base.Add(&row[len(row)-1], base) // 16·base
+		base.Add(&row[len(row)-1], base) // 256·base
+	}
+	return t
+}
+
+func newKeyTable(pub [32]byte, base *baseTable) (*keyTable, error) {
+	a, err := new(edwards25519.Point).SetBytes(pub[:])
+	if err != nil {
+		return nil, err
+	}
+	t := &keyTable{pub: pub, base: base}
+	p := new(edwards25519.Point).Negate(a)
+	for j := range t.rows {
+		row := &t.rows[j]
+		row[0].Set(p)
+		for d := 1; d < len(row); d++ {
+			row[d].Add(&row[d-1], p)
+		}
+		p.Add(&row[len(row)-1], p) // 16·p
 	}
 	return t, nil
 }
 
 // verify is ed25519.Verify(t.pub, msg, sig) where msg is the parts
 // concatenated (see verifyWithDom in the standard library): the same
-// checks in the same order, with [k](-A) summed from the table.
+// checks in the same order, with [S]B and [k](-A) summed from the tables.
 func (t *keyTable) verify(sig []byte, msg ...[]byte) bool {
 	if len(sig) != ed25519.SignatureSize || sig[63]&224 != 0 {
 		return false
@@ -153,7 +178,12 @@ func (t *keyTable) verify(sig []byte, msg ...[]byte) bool {
 	if err != nil {
 		return false
 	}
-	r := new(edwards25519.Point).ScalarBaseMult(s) // [S]B
+	r := edwards25519.NewIdentityPoint()
+	for j, d := range s.Bytes() { // [S]B
+		if d != 0 {
+			r.Add(r, &t.base[j][d-1])
+		}
+	}
 	kb := k.Bytes()
 	for j := range t.rows {
 		if d := kb[j/2] >> (4 * (j % 2)) & 15; d != 0 {

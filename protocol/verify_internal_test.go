@@ -77,12 +77,13 @@ func (s testSigner) sign(rnd *rand.Rand, msg []byte, rTorsion *edwards25519.Poin
 // for some hashes only), and the high bits of S.
 func TestKeyTableMatchesEd25519(t *testing.T) {
 	rnd := rand.New(rand.NewPCG(1, 2))
+	base := newBaseTable()
 	t2 := new(edwards25519.Point).Add(order8, order8)
 	t4 := new(edwards25519.Point).Add(t2, t2) // order 2
 	keys := []testSigner{newTestSigner(rnd, nil), newTestSigner(rnd, order8), newTestSigner(rnd, t2), newTestSigner(rnd, t4)}
 	accepted, refused := 0, 0
 	for ki, key := range keys {
-		tab, err := newKeyTable([32]byte(key.pub))
+		tab, err := newKeyTable([32]byte(key.pub), base)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -181,7 +182,8 @@ func BenchmarkKeyTable(b *testing.B) {
 	key := newTestSigner(rnd, nil)
 	msg := make([]byte, 400)
 	sig := key.sign(rnd, msg, nil)
-	tab, err := newKeyTable([32]byte(key.pub))
+	base := newBaseTable()
+	tab, err := newKeyTable([32]byte(key.pub), base)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -199,9 +201,14 @@ func BenchmarkKeyTable(b *testing.B) {
 			}
 		}
 	})
+	b.Run("base", func(b *testing.B) {
+		for b.Loop() {
+			newBaseTable()
+		}
+	})
 	b.Run("build", func(b *testing.B) {
 		for b.Loop() {
-			if _, err := newKeyTable([32]byte(key.pub)); err != nil {
+			if _, err := newKeyTable([32]byte(key.pub), base); err != nil {
 				b.Fatal(err)
 			}
 		}
