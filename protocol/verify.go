@@ -15,7 +15,7 @@ import (
 // once a sender's key has been seen a few times it precomputes multiples
 // of that key (about 150 KiB per key, for at most maxTables keys, and
 // 1.3 MiB of multiples of the base point once the first is made), so
-// that each later check costs about half of crypto/ed25519's.
+// that each later check costs about a third of crypto/ed25519's.
 //
 // It accepts exactly what ed25519.Verify accepts: the check is the same
 // equation, R == encode([S]B - [k]A) with S canonical and A decoded as
