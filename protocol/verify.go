@@ -32,15 +32,21 @@ type Verifier struct {
 	mu     sync.Mutex
 	seen   map[[32]byte]int       // checks per key without a table
 	tables map[[32]byte]*keyTable // at most maxTables
+	built  int                    // tables built so far
+	calls  int                    // checks so far (see decay)
 }
 
 // Verifier bounds: a key gets a table at its tableAfter-th check (building
-// one costs about as much as 4 checks); at most maxTables keys have one
-// (the oldest is dropped for a new one); at most maxSeen keys are counted.
+// one costs about as much as 10 checks); at most maxTables keys have one;
+// at most maxSeen keys are counted. When the tables are all taken, a new
+// key gets one only in place of a table used fewer than tableAfter times
+// lately (uses are halved every decay checks), so that many senders in
+// turn do not make it build tables again and again.
 const (
 	tableAfter = 8
 	maxTables  = 16
 	maxSeen    = 4096
+	decay      = 1024
 )
 
 // NewVerifier returns an empty Verifier.
@@ -75,11 +81,18 @@ func (v *Verifier) check(pub, body, sig []byte) bool {
 }
 
 // table returns pub's table, building it at its tableAfter-th check; nil
-// until then (or when pub is not a valid key: ed25519.Verify refuses it).
+// until then, when there is no room for it, or when pub is not a valid
+// key (ed25519.Verify refuses it).
 func (v *Verifier) table(pub []byte) *keyTable {
 	k := [32]byte(pub)
 	v.mu.Lock()
+	if v.calls++; v.calls%decay == 0 {
+		for _, t := range v.tables {
+			t.uses /= 2
+		}
+	}
 	if t, ok := v.tables[k]; ok {
+		t.uses++
 		v.mu.Unlock()
 		return t
 	}
@@ -87,7 +100,10 @@ func (v *Verifier) table(pub []byte) *keyTable {
 		clear(v.seen)
 	}
 	v.seen[k]++
-	build := v.seen[k] == tableAfter
+	build := v.seen[k] >= tableAfter && v.room()
+	if build {
+		delete(v.seen, k)
+	}
 	v.mu.Unlock()
 	if !build {
 		return nil
@@ -99,21 +115,39 @@ func (v *Verifier) table(pub []byte) *keyTable {
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	delete(v.seen, k)
-	if len(v.tables) >= maxTables {
-		for old := range v.tables { // any one: a catch-up's senders repeat
-			delete(v.tables, old)
-			break
-		}
+	if !v.room() { // taken meanwhile
+		return t
 	}
 	v.tables[k] = t
+	v.built++
 	return t
+}
+
+// room reports whether a table may be added, making room if one has been
+// used too little to keep; under mu.
+func (v *Verifier) room() bool {
+	if len(v.tables) < maxTables {
+		return true
+	}
+	var least [32]byte
+	fewest := -1
+	for k, t := range v.tables {
+		if fewest < 0 || t.uses < fewest {
+			least, fewest = k, t.uses
+		}
+	}
+	if fewest >= tableAfter {
+		return false
+	}
+	delete(v.tables, least)
+	return true
 }
 
 // keyTable holds [d·16^j](-A) for a public key A, j in 0…63 and d in
 // 1…15 (at rows[j][d-1]), so that [k](-A) for a scalar k < 2^256 is the
 // sum of at most 64 of them, one per base-16 digit of k.
 type keyTable struct {
+	uses int // checks lately (see decay; under Verifier.mu)
 	pub  [32]byte
 	rows [64][15]edwards25519.Point
 	base *baseTable // shared by every key's table

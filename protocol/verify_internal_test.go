@@ -137,8 +137,10 @@ func TestKeyTableMatchesEd25519(t *testing.T) {
 	}
 }
 
-// TestVerifierKeys: keys that do not decode are refused (no table), and a
-// key gets its table at its tableAfter-th check, at most maxTables kept.
+// TestVerifierKeys: keys that do not decode are refused (no table); a
+// key gets its table at its tableAfter-th check, while there is room; once
+// maxTables are taken, a new key gets one only in place of a table little
+// used lately, so that many senders in turn do not rebuild tables.
 func TestVerifierKeys(t *testing.T) {
 	v := NewVerifier()
 	bad := make([]byte, 32)
@@ -155,25 +157,51 @@ func TestVerifierKeys(t *testing.T) {
 		t.Fatalf("%d tables for an invalid key", len(v.tables))
 	}
 	rnd := rand.New(rand.NewPCG(3, 4))
-	for i := range maxTables + 3 {
-		key := newTestSigner(rnd, nil)
-		for j := range tableAfter + 2 {
-			body := fmt.Appendf(nil, "%d %d", i, j)
-			sig := key.sign(rnd, signingBytes(body), nil)
-			if !v.check(key.pub, body, sig) {
-				t.Fatalf("key %d check %d refused", i, j)
-			}
-			sig[5] ^= 1
-			if v.check(key.pub, body, sig) {
-				t.Fatalf("key %d check %d: a changed signature accepted", i, j)
-			}
+	keys := make([]testSigner, maxTables+1)
+	for i := range keys {
+		keys[i] = newTestSigner(rnd, nil)
+	}
+	// check checks a good and a changed signature of key i.
+	check := func(i, j int) {
+		t.Helper()
+		body := fmt.Appendf(nil, "%d %d", i, j)
+		sig := keys[i].sign(rnd, signingBytes(body), nil)
+		if !v.check(keys[i].pub, body, sig) {
+			t.Fatalf("key %d check %d refused", i, j)
 		}
-		if _, ok := v.tables[[32]byte(key.pub)]; !ok {
-			t.Fatalf("key %d has no table after %d checks", i, 2*(tableAfter+2))
+		sig[5] ^= 1
+		if v.check(keys[i].pub, body, sig) {
+			t.Fatalf("key %d check %d: a changed signature accepted", i, j)
 		}
 	}
-	if len(v.tables) != maxTables {
-		t.Fatalf("%d tables, want %d", len(v.tables), maxTables)
+	has := func(i int) bool { _, ok := v.tables[[32]byte(keys[i].pub)]; return ok }
+	for i := range maxTables {
+		for j := range tableAfter {
+			check(i, j)
+		}
+		if !has(i) {
+			t.Fatalf("key %d has no table after %d checks", i, 2*tableAfter)
+		}
+	}
+	// All in turn: the last key finds no room, the others keep theirs.
+	for j := range 3 * tableAfter {
+		for i := range keys {
+			check(i, j)
+		}
+	}
+	if has(maxTables) || len(v.tables) != maxTables || v.built != maxTables {
+		t.Fatalf("senders in turn: last key's table %v, %d tables, %d built", has(maxTables), len(v.tables), v.built)
+	}
+	// Only the last one sends now: one of the others' tables, unused
+	// lately, makes room for it.
+	for j := 0; !has(maxTables); j++ {
+		if j > 2*decay {
+			t.Fatal("the key sending alone got no table")
+		}
+		check(maxTables, j)
+	}
+	if len(v.tables) != maxTables || v.built != maxTables+1 {
+		t.Fatalf("%d tables, %d built", len(v.tables), v.built)
 	}
 }
 
