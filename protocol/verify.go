@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"filippo.io/edwards25519"
+	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // Verifier checks many messages' signatures faster than Validate when
@@ -34,6 +35,16 @@ type Verifier struct {
 	tables map[[32]byte]*keyTable // at most maxTables
 	built  int                    // tables built so far
 	calls  int                    // checks so far (see decay)
+
+	// senders are "from" fields found to be canonical peer IDs of Ed25519
+	// keys (see checkShape), with their raw keys: at most maxSeen.
+	sendersMu sync.RWMutex
+	senders   map[string]knownSender
+}
+
+type knownSender struct {
+	id  peer.ID
+	pub []byte
 }
 
 // Verifier bounds: a key gets a table at its tableAfter-th check (building
@@ -51,12 +62,54 @@ const (
 
 // NewVerifier returns an empty Verifier.
 func NewVerifier() *Verifier {
-	return &Verifier{seen: make(map[[32]byte]int), tables: make(map[[32]byte]*keyTable)}
+	return &Verifier{seen: make(map[[32]byte]int), tables: make(map[[32]byte]*keyTable), senders: make(map[string]knownSender)}
+}
+
+// sender returns the peer ID of a "from" field checked before; false when
+// v is nil or it was not.
+func (v *Verifier) sender(from string) (peer.ID, bool) {
+	if v == nil {
+		return "", false
+	}
+	v.sendersMu.RLock()
+	defer v.sendersMu.RUnlock()
+	s, ok := v.senders[from]
+	return s.id, ok
+}
+
+// senderKey returns the raw Ed25519 key of a "from" field checked before.
+func (v *Verifier) senderKey(from string) ([]byte, bool) {
+	v.sendersMu.RLock()
+	defer v.sendersMu.RUnlock()
+	s, ok := v.senders[from]
+	return s.pub, ok
+}
+
+// addSender records that from is id in canonical form, the ID of an
+// Ed25519 key (checkShape checked it); nothing when v is nil.
+func (v *Verifier) addSender(from string, id peer.ID) {
+	if v == nil {
+		return
+	}
+	pub, err := id.ExtractPublicKey()
+	if err != nil {
+		return
+	}
+	raw, err := pub.Raw()
+	if err != nil || len(raw) != ed25519.PublicKeySize {
+		return
+	}
+	v.sendersMu.Lock()
+	defer v.sendersMu.Unlock()
+	if len(v.senders) >= maxSeen {
+		clear(v.senders)
+	}
+	v.senders[from] = knownSender{id: id, pub: raw}
 }
 
 // Validate is protocol.Validate, with signatures checked by v.
 func (v *Verifier) Validate(wire []byte, now time.Time, lim Limits) (*Message, error) {
-	m, err := Decode(wire, lim)
+	m, err := decode(wire, lim, v)
 	if err != nil {
 		return nil, err
 	}
