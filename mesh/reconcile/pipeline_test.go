@@ -154,3 +154,90 @@ func TestReceiveAfterFailedStore(t *testing.T) {
 		t.Fatalf("%d batches, %d stored", len(g.batches), len(g.memStore.ids(testSpace)))
 	}
 }
+
+// TestProcessAnswersWhileStoring: a session answers an exchange while the
+// messages of the exchange before are still being stored (two exchanges
+// in flight), not once they are; the one after waits for them, and
+// everything is stored in order.
+func TestProcessAnswersWhileStoring(t *testing.T) {
+	t.Parallel()
+	cfg := defaults()
+	msgs := newAuthor(t).chain(t, 7, 0)
+	g := newBatchGate()
+	s := newSession(testSpace, protocol.MinSyncKey, g.memStore, g, &cfg)
+	for _, m := range msgs { // asked for (the last is never sent)
+		s.wanted[m.ID] = struct{}{}
+	}
+	answer := func(x *exchange) <-chan error {
+		c := make(chan error, 1)
+		go func() { _, err := s.process(t.Context(), x); c <- err }()
+		return c
+	}
+	if err := <-answer(&exchange{msgs: wiresOf(msgs[:2])}); err != nil {
+		t.Fatal(err)
+	}
+	<-g.entered // the first two are held in the sink
+	select {
+	case err := <-answer(&exchange{msgs: wiresOf(msgs[2:4])}):
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("no answer while the exchange before is stored")
+	}
+	third := answer(&exchange{msgs: wiresOf(msgs[4:6])})
+	select {
+	case err := <-third:
+		t.Fatalf("answered with three exchanges in flight (%v)", err)
+	case <-time.After(100 * time.Millisecond): // it may not answer: give it the chance
+	}
+	close(g.release)
+	if err := <-third; err != nil {
+		t.Fatal(err)
+	}
+	if err := s.settle(); err != nil {
+		t.Fatal(err)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.overlap || len(g.batches) != 3 || g.batches[1][0] != msgs[2].ID || g.batches[2][0] != msgs[4].ID {
+		t.Fatalf("batches %v overlapping %v", g.batches, g.overlap)
+	}
+	if s.stats.Received != 6 || len(s.wanted) != 1 {
+		t.Fatalf("received %d, still wanted %d", s.stats.Received, len(s.wanted))
+	}
+}
+
+// TestProcessOrderAfterEmpty: after an exchange without messages, the next
+// one's are still stored after those of the one before it.
+func TestProcessOrderAfterEmpty(t *testing.T) {
+	t.Parallel()
+	cfg := defaults()
+	msgs := newAuthor(t).chain(t, 5, 0)
+	g := newBatchGate()
+	s := newSession(testSpace, protocol.MinSyncKey, g.memStore, g, &cfg)
+	for _, m := range msgs {
+		s.wanted[m.ID] = struct{}{}
+	}
+	for _, x := range []*exchange{{msgs: wiresOf(msgs[:2])}, {}} {
+		if _, err := s.process(t.Context(), x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-g.entered
+	third := make(chan error, 1)
+	go func() { _, err := s.process(t.Context(), &exchange{msgs: wiresOf(msgs[2:4])}); third <- err }()
+	time.Sleep(100 * time.Millisecond) // the chance to store out of order
+	close(g.release)
+	if err := <-third; err != nil {
+		t.Fatal(err)
+	}
+	if err := s.settle(); err != nil {
+		t.Fatal(err)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.overlap || len(g.batches) != 2 || s.stats.Received != 4 {
+		t.Fatalf("batches %v overlapping %v, received %d", g.batches, g.overlap, s.stats.Received)
+	}
+}
