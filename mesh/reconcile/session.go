@@ -67,9 +67,8 @@ type session struct {
 	left    *atomic.Int64            // told len(wanted) (see report); nil: nobody
 
 	// inflight is the peer's last exchange's messages being validated and
-	// stored while the session answers it (see process), older the
-	// exchange's before, still being stored; nil when none.
-	inflight, older *delivery
+	// stored while the session answers it (see process); nil when none.
+	inflight *delivery
 	// got holds the messages this session stored (up to maxGot), so that
 	// asking for their children's parents needs no store lookup.
 	got map[protocol.ID]struct{}
@@ -166,20 +165,13 @@ func (s *session) opening() (*exchange, error) {
 // them. The parents they name and lack are asked for once they are
 // stored, so an answer that would otherwise be empty waits for them.
 //
-// Two exchanges' messages are in flight at once: those of in are
-// validated while the last exchange's are still being stored (they are
-// stored after them, so parents still come first), and process answers
-// once the messages of the exchange before that one are stored, so that
-// the peer reads the next messages asked for while this side stores.
+// The messages of in are validated while the last exchange's are still
+// being stored (they are stored after them, so parents still come first);
+// process answers once those are stored.
 func (s *session) process(ctx context.Context, in *exchange) (*exchange, error) {
-	done := s.older
-	s.older = s.inflight
-	prev := s.older // the last messages still to store, stored first
-	if prev == nil {
-		prev = done
-	}
+	prev := s.inflight
 	s.inflight = s.startReceive(ctx, in.msgs, prev)
-	if err := s.apply(done); err != nil {
+	if err := s.apply(prev); err != nil {
 		return nil, err
 	}
 	for _, id := range in.missing {
@@ -215,13 +207,8 @@ func (s *session) process(ctx context.Context, in *exchange) (*exchange, error) 
 		lower = r.upper
 	}
 	onlySkips := len(out.ranges) == 0 || len(out.ranges) == 1 && out.ranges[0].mode == modeSkip
-	// Asked for, and not in this exchange or the one before (roughly:
-	// their messages are still in wanted until applied).
-	owed := len(s.wanted) - len(in.msgs)
-	if s.older != nil {
-		owed -= s.older.n
-	}
-	if (s.inflight != nil || s.older != nil) && onlySkips && len(s.toWant) == 0 && len(s.toSend) == 0 && len(s.missing) == 0 && owed <= 0 {
+	owed := len(s.wanted) - len(in.msgs) // asked for, not in this exchange (roughly: in.msgs are still in wanted)
+	if s.inflight != nil && onlySkips && len(s.toWant) == 0 && len(s.toSend) == 0 && len(s.missing) == 0 && owed <= 0 {
 		// Nothing else to say, and the peer owes us nothing more (if it
 		// did, our empty answer would get more messages or missing IDs,
 		// not the end): what these messages lack may be worth asking.
@@ -406,7 +393,6 @@ type delivery struct {
 	// prev is the exchange before, whose messages are stored first (nil
 	// once applied); done is closed once these are stored (or refused).
 	prev     *delivery
-	n        int // messages it holds
 	done     chan struct{}
 	received []protocol.ID       // valid messages of the space (no longer wanted)
 	kept     []*protocol.Message // stored (not declined)
@@ -426,7 +412,7 @@ func (s *session) startReceive(ctx context.Context, wires [][]byte, prev *delive
 	if len(wires) == 0 {
 		return nil
 	}
-	d := &delivery{done: make(chan struct{}), prev: prev, n: len(wires)}
+	d := &delivery{done: make(chan struct{}), prev: prev}
 	go func() {
 		defer close(d.done)
 		d.err = s.receive(ctx, d, wires)
@@ -437,13 +423,8 @@ func (s *session) startReceive(ctx context.Context, wires [][]byte, prev *delive
 // settle waits for the messages in flight, counts them and asks for the
 // parents they name that we lack.
 func (s *session) settle() error {
-	older, d := s.older, s.inflight
-	s.older, s.inflight = nil, nil
-	if err := s.apply(older); err != nil {
-		// d is not stored (older failed): wait for it all the same.
-		_ = s.apply(d)
-		return err
-	}
+	d := s.inflight
+	s.inflight = nil
 	return s.apply(d)
 }
 
