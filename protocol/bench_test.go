@@ -117,3 +117,24 @@ func BenchmarkSigner(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkVerifierValidate is Validate through a Verifier, for messages
+// of one sender (as a catch-up fetches them).
+func BenchmarkVerifierValidate(b *testing.B) {
+	key := testKey(b, 1)
+	lim := protocol.DefaultLimits()
+	now := created.Add(time.Second)
+	for _, size := range benchSizes {
+		b.Run(sizeName(size), func(b *testing.B) {
+			wire := sign(b, key, benchDraft(size)).Encode()
+			v := protocol.NewVerifier()
+			b.SetBytes(int64(size))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := v.Validate(wire, now, lim); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -193,7 +193,7 @@ func (s *Signer) Sign(d Draft, lim Limits) (*Message, error) {
 		if err := m.checkFields(lim); err != nil {
 			return nil, err
 		}
-	} else if m, err = parse(b, lim); err != nil {
+	} else if m, err = parse(b, lim, nil); err != nil {
 		return nil, err
 	}
 	sig, err := s.key.Sign(signingBytes(b))
@@ -273,6 +273,12 @@ func (m *Message) encode() []byte {
 // or the TTL: use Validate for anything that arrives from outside. The
 // returned message shares no memory with wire.
 func Decode(wire []byte, lim Limits) (*Message, error) {
+	return decode(wire, lim, nil)
+}
+
+// decode is Decode, with senders already checked by v (when not nil) not
+// checked again.
+func decode(wire []byte, lim Limits, v *Verifier) (*Message, error) {
 	if len(wire) == 0 || wire[0] != wireFormat {
 		return nil, errorf(ErrMalformed, "unknown wire format")
 	}
@@ -296,7 +302,7 @@ func Decode(wire []byte, lim Limits) (*Message, error) {
 	// One copy of the wire: Body and Sig are slices of it.
 	own := bytes.Clone(wire)
 	rest = own[1+k:]
-	m, err := parse(rest[:n:n], lim)
+	m, err := parse(rest[:n:n], lim, v)
 	if err != nil {
 		return nil, err
 	}
@@ -353,14 +359,32 @@ func Validate(wire []byte, now time.Time, lim Limits) (*Message, error) {
 
 // Verify checks m's signature, its clock skew at now and its TTL.
 func (m *Message) Verify(now time.Time, lim Limits) error {
+	return m.verify(now, lim, nil)
+}
+
+// verify is Verify, with the signature checked by v when not nil.
+func (m *Message) verify(now time.Time, lim Limits, v *Verifier) error {
 	if len(m.Sig) != SignatureSize {
 		return errorf(ErrBadSignature, "signature is %d bytes", len(m.Sig))
+	}
+	if v != nil {
+		if raw, ok := v.senderKey(m.From); ok && m.sender != "" {
+			if !v.check(raw, m.Body, m.Sig) {
+				return errorf(ErrBadSignature, "not signed by %s", m.From)
+			}
+			return m.checkTime(now, lim)
+		}
 	}
 	pub, err := m.sender.ExtractPublicKey()
 	if err != nil {
 		return errorf(ErrBadSender, "%v", err)
 	}
-	ok, err := pub.Verify(signingBytes(m.Body), m.Sig)
+	var ok bool
+	if raw, rerr := pub.Raw(); v != nil && rerr == nil && pub.Type() == crypto.Ed25519 {
+		ok = v.check(raw, m.Body, m.Sig)
+	} else {
+		ok, err = pub.Verify(signingBytes(m.Body), m.Sig)
+	}
 	if err != nil || !ok {
 		return errorf(ErrBadSignature, "not signed by %s", m.From)
 	}
@@ -398,7 +422,7 @@ func (m *Message) CheckID(want ID) error {
 }
 
 // parse reads a body and checks its shape.
-func parse(b []byte, lim Limits) (*Message, error) {
+func parse(b []byte, lim Limits, v *Verifier) (*Message, error) {
 	if len(b) > lim.MaxSize {
 		return nil, errorf(ErrTooLarge, "%d bytes, limit %d", len(b), lim.MaxSize)
 	}
@@ -413,7 +437,7 @@ func parse(b []byte, lim Limits) (*Message, error) {
 		return nil, errorf(ErrMalformed, "%v", err)
 	}
 	m := &Message{Header: bd.Header, Content: bd.Content, ID: MessageID(b), Body: b}
-	if err := m.checkShape(lim); err != nil {
+	if err := m.checkShape(lim, v); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -600,9 +624,13 @@ func valueEnd(b []byte, i int) int {
 	return i
 }
 
-func (m *Message) checkShape(lim Limits) error {
+func (m *Message) checkShape(lim Limits, v *Verifier) error {
 	if err := m.checkVersion(); err != nil {
 		return err
+	}
+	if pid, ok := v.sender(m.From); ok {
+		m.sender = pid
+		return m.checkFields(lim)
 	}
 	pid, err := peer.Decode(m.From)
 	if err != nil {
@@ -616,6 +644,7 @@ func (m *Message) checkShape(lim Limits) error {
 		return errorf(ErrBadSender, "from %q is not in canonical form %s", truncate(m.From, 80), pid)
 	}
 	m.sender = pid
+	v.addSender(m.From, pid)
 	return m.checkFields(lim)
 }
 

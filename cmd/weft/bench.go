@@ -191,12 +191,16 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	profile := fs.String("profile", "", "profile every daemon into `DIR`/<daemon>/ (weft daemon --profile: cpu.pprof, heap.pprof at its stop)")
 	rates := fs.String("broadcast-rates", "", "the broadcast scenario's rates, comma-separated `MSG/S` (default 100,500,2000; with --quick 100)")
 	bdaemons := fs.Int("broadcast-daemons", 0, "the broadcast scenario's daemons (default 10; with --quick 3)")
+	catchupMessages := fs.Int("catchup-messages", 0, "the catchup scenario's late joiner fetches `N` messages instead (default 100,000, or 2,000 with --quick)")
 	pageMessages := fs.Int("page-messages", 0, "fill the page scenario's space with `N` messages instead (default 1,000,000, or 10,000 with --quick; filling 1,000,000 through the API takes a while)")
 	if _, err := parse(fs, args, 0); err != nil {
 		return err
 	}
 	if *pageMessages < 0 || (*pageMessages > 0 && *pageMessages < 100) {
 		return usageError{fmt.Sprintf("--page-messages: want at least 100 (the page at the tail is read 50 before the end), got %d", *pageMessages)}
+	}
+	if *catchupMessages < 0 {
+		return usageError{fmt.Sprintf("--catchup-messages: want a positive count, got %d", *catchupMessages)}
 	}
 	scenarios, err := pickScenarios(*pick)
 	if err != nil {
@@ -215,6 +219,9 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	}
 	if *pageMessages > 0 {
 		sizes.pageMessages = *pageMessages
+	}
+	if *catchupMessages > 0 {
+		sizes.catchup = *catchupMessages
 	}
 	t0 := time.Now()
 	r := &benchReport{Version: version.String(), Quick: *quick, Started: t0.UTC().Truncate(time.Second), CPUs: runtime.NumCPU()}

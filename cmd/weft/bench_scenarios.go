@@ -751,11 +751,16 @@ type catchupResult struct {
 	// From the joiner's process start: its API answers (UpS), and its
 	// space holds every message (CaughtUpS).
 	UpS       float64 `json:"joiner_up_s"`
+	FirstS    float64 `json:"first_s"` // it held its first message (sampled every 50 ms)
 	CaughtUpS float64 `json:"caught_up_s"`
 	PerS      float64 `json:"per_s"` // messages / CaughtUpS
 	// The largest RssAnon sampled (every 250 ms) of the member while it
 	// was filled, of the member while the joiner caught up, and of the
 	// joiner.
+	// CPU time per message fetched: of the joiner from its start until
+	// caught up, and of the member over the same time.
+	JoinerCPUUs         float64 `json:"joiner_cpu_us"`
+	MemberCPUUs         float64 `json:"member_cpu_us"`
 	FillPeakRSSAnonMB   float64 `json:"fill_peak_rss_anon_mb"`
 	MemberPeakRSSAnonMB float64 `json:"member_peak_rss_anon_mb"`
 	JoinerPeakRSSAnonMB float64 `json:"joiner_peak_rss_anon_mb"`
@@ -764,7 +769,8 @@ type catchupResult struct {
 func (r *catchupResult) rows() [][2]string {
 	return [][2]string{
 		{fmt.Sprintf("a late joiner fetches %s messages (from its start)", fmtCount(float64(r.Messages))),
-			fmt.Sprintf("%.1f s (%s msgs/s); its API up after %.2f s", r.CaughtUpS, fmtCount(r.PerS), r.UpS)},
+			fmt.Sprintf("%.1f s (%s msgs/s); its API up after %.2f s, first message after %.2f s", r.CaughtUpS, fmtCount(r.PerS), r.UpS, r.FirstS)},
+		{"  CPU per message fetched: joiner, member", fmt.Sprintf("%.0f µs, %.0f µs", r.JoinerCPUUs, r.MemberCPUUs)},
 		{"  the member filled through its API first", fmt.Sprintf("%.1f s", r.FillS)},
 		{"  peak RssAnon: member while filled, member while serving, joiner", fmt.Sprintf("%.1f MB, %.1f MB, %.1f MB", r.FillPeakRSSAnonMB, r.MemberPeakRSSAnonMB, r.JoinerPeakRSSAnonMB)},
 	}
@@ -789,6 +795,10 @@ func benchCatchup(ctx context.Context, b *bench, r *catchupResult) error {
 	}
 	r.FillPeakRSSAnonMB = mb(b.takePeak(member))
 	b.logf("catchup: a joiner fetches %s messages", fmtCount(float64(n)))
+	mcpu0, err := procCPU(member.pid())
+	if err != nil {
+		return err
+	}
 	j, err := b.start(ctx, member.addr())
 	if err != nil {
 		return err
@@ -801,6 +811,9 @@ func benchCatchup(ctx context.Context, b *bench, r *catchupResult) error {
 	got := 0
 	err = waitFor(ctx, 10*time.Minute, func() bool {
 		got, err = held(ctx, j, space)
+		if err == nil && got > 0 && r.FirstS == 0 {
+			r.FirstS = round(time.Since(j.started).Seconds(), 2)
+		}
 		return j.exited() || (err == nil && got >= n)
 	})
 	caught := time.Since(j.started)
@@ -811,6 +824,16 @@ func benchCatchup(ctx context.Context, b *bench, r *catchupResult) error {
 		return fmt.Errorf("the joiner holds %d of %d messages: %w", got, n, err)
 	}
 	r.CaughtUpS, r.PerS = round(caught.Seconds(), 2), perSecond(n, caught)
+	jcpu, err := procCPU(j.pid())
+	if err != nil {
+		return err
+	}
+	mcpu1, err := procCPU(member.pid())
+	if err != nil {
+		return err
+	}
+	r.JoinerCPUUs = round(float64(jcpu.Microseconds())/float64(n), 0)
+	r.MemberCPUUs = round(float64((mcpu1-mcpu0).Microseconds())/float64(n), 0)
 	time.Sleep(300 * time.Millisecond) // a last sample
 	r.MemberPeakRSSAnonMB, r.JoinerPeakRSSAnonMB = mb(b.takePeak(member)), mb(b.takePeak(j))
 	return nil

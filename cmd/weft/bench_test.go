@@ -96,7 +96,8 @@ func TestBenchQuick(t *testing.T) {
 	lat("invoke", s.Invoke.Latency)
 	lat("libp2p stream", s.Invoke.StreamRTT)
 	lat("health", s.Invoke.HealthAPI)
-	if c := s.Catchup; c.Messages == 0 || c.CaughtUpS <= 0 || c.PerS <= 0 || c.UpS <= 0 || c.UpS > c.CaughtUpS {
+	if c := s.Catchup; c.Messages == 0 || c.CaughtUpS <= 0 || c.PerS <= 0 || c.UpS <= 0 || c.UpS > c.CaughtUpS ||
+		c.FirstS < c.UpS || c.FirstS > c.CaughtUpS || c.JoinerCPUUs <= 0 || c.MemberCPUUs < 0 {
 		t.Errorf("catchup: %+v", c)
 	}
 	// Idle CPU is counted in 10 ms ticks: it may well be 0 over a few seconds.
@@ -184,5 +185,31 @@ func TestBenchPageMessages(t *testing.T) {
 	}
 	if r.Scenarios.Page == nil || r.Scenarios.Page.Messages != 300 || r.Scenarios.Page.Tail.P50Ms <= 0 {
 		t.Errorf("page: %+v, want 300 messages and a tail page read", r.Scenarios.Page)
+	}
+}
+
+// TestBenchCatchupMessages: --catchup-messages sets how many messages the
+// late joiner fetches; a count that is not a positive number is refused.
+func TestBenchCatchupMessages(t *testing.T) {
+	bin := testbed.Weft(t)
+	for _, bad := range []string{"-1", "x"} {
+		p := testbed.Run(t, nil, nil, bin, "bench", "--scenarios", "catchup", "--catchup-messages", bad)
+		err := p.Wait(30 * time.Second)
+		if ee, ok := errors.AsType[*exec.ExitError](err); !ok || ee.ExitCode() != 2 || !strings.Contains(p.Stderr.String(), "catchup-messages") {
+			t.Errorf("--catchup-messages %s: %v, want a usage error naming the flag\nstderr:\n%s", bad, err, p.Stderr)
+		}
+	}
+	tmp := benchTmp(t)
+	p := testbed.Run(t, nil, []string{"TMPDIR=" + tmp}, bin, "bench", "--quick", "--json", "--scenarios", "catchup", "--catchup-messages", "300")
+	if err := p.Wait(2 * time.Minute); err != nil {
+		t.Fatalf("weft bench --catchup-messages 300: %v\nstderr:\n%s", err, p.Stderr)
+	}
+	checkNoBenchLeft(t, tmp)
+	var r benchReport
+	if err := json.Unmarshal([]byte(p.Stdout.String()), &r); err != nil {
+		t.Fatal(err)
+	}
+	if c := r.Scenarios.Catchup; c == nil || c.Messages != 300 || c.CaughtUpS <= 0 || c.FirstS <= 0 || c.JoinerCPUUs <= 0 {
+		t.Errorf("catchup: %+v, want 300 messages fetched", c)
 	}
 }

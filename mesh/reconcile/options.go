@@ -21,15 +21,16 @@ type config struct {
 	limits      protocol.Limits
 	now         func() time.Time
 	log         *slog.Logger
-	window      time.Duration // 0: all history
-	timeout     time.Duration // one session, start to end
-	maxInbound  int           // sessions answered at once
-	maxRounds   int           // exchanges per session
-	refuseFor   time.Duration // how long a misbehaving peer is refused
-	validators  int           // goroutines validating one exchange's messages
-	rangeBudget int           // range bytes per exchange (frameRangeBytes; tests lower it)
-	msgBudget   int           // message bytes per exchange (frameMessageBytes; tests lower it)
-	slowAfter   time.Duration // see errSlow (tests lower it)
+	window      time.Duration      // 0: all history
+	timeout     time.Duration      // one session, start to end
+	maxInbound  int                // sessions answered at once
+	maxRounds   int                // exchanges per session
+	refuseFor   time.Duration      // how long a misbehaving peer is refused
+	validators  int                // goroutines validating one exchange's messages
+	verifier    *protocol.Verifier // checks fetched messages' signatures (senders repeat)
+	rangeBudget int                // range bytes per exchange (frameRangeBytes; tests lower it)
+	msgBudget   int                // message bytes per exchange (frameMessageBytes; tests lower it)
+	slowAfter   time.Duration      // see errSlow (tests lower it)
 	onReceived  func(p peer.ID, space protocol.ID, n int)
 	onSession   func(Session)
 
@@ -50,6 +51,7 @@ func defaults() config {
 		maxRounds:   100_000,
 		refuseFor:   10 * time.Minute,
 		validators:  runtime.GOMAXPROCS(0),
+		verifier:    protocol.NewVerifier(),
 		rangeBudget: frameRangeBytes,
 		msgBudget:   frameMessageBytes,
 		slowAfter:   slowAfter,

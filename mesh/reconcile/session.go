@@ -164,11 +164,16 @@ func (s *session) opening() (*exchange, error) {
 // ones); the next process, or the end of the session (settle), waits for
 // them. The parents they name and lack are asked for once they are
 // stored, so an answer that would otherwise be empty waits for them.
+//
+// The messages of in are validated while the last exchange's are still
+// being stored (they are stored after them, so parents still come first);
+// process answers once those are stored.
 func (s *session) process(ctx context.Context, in *exchange) (*exchange, error) {
-	if err := s.settle(); err != nil {
+	prev := s.inflight
+	s.inflight = s.startReceive(ctx, in.msgs, prev)
+	if err := s.apply(prev); err != nil {
 		return nil, err
 	}
-	s.inflight = s.startReceive(ctx, in.msgs)
 	for _, id := range in.missing {
 		delete(s.wanted, id)
 	}
@@ -385,6 +390,9 @@ func (s *session) fill(x *exchange) error {
 
 // delivery is one exchange's messages on their way to the Sink.
 type delivery struct {
+	// prev is the exchange before, whose messages are stored first (nil
+	// once applied); done is closed once these are stored (or refused).
+	prev     *delivery
 	done     chan struct{}
 	received []protocol.ID       // valid messages of the space (no longer wanted)
 	kept     []*protocol.Message // stored (not declined)
@@ -397,11 +405,14 @@ type delivery struct {
 // applies the outcome. Expired and future-dated messages are dropped
 // (clocks differ; they are not the peer's fault); anything else invalid,
 // or of another space, refuses the peer. Nil when there are none.
-func (s *session) startReceive(ctx context.Context, wires [][]byte) *delivery {
+//
+// They are handed to the Sink after those of prev (the exchange before,
+// possibly nil), and not at all if that failed.
+func (s *session) startReceive(ctx context.Context, wires [][]byte, prev *delivery) *delivery {
 	if len(wires) == 0 {
 		return nil
 	}
-	d := &delivery{done: make(chan struct{})}
+	d := &delivery{done: make(chan struct{}), prev: prev}
 	go func() {
 		defer close(d.done)
 		d.err = s.receive(ctx, d, wires)
@@ -413,11 +424,18 @@ func (s *session) startReceive(ctx context.Context, wires [][]byte) *delivery {
 // parents they name that we lack.
 func (s *session) settle() error {
 	d := s.inflight
+	s.inflight = nil
+	return s.apply(d)
+}
+
+// apply waits for d (if not nil) and applies its outcome to the session,
+// as settle does.
+func (s *session) apply(d *delivery) error {
 	if d == nil {
 		return nil
 	}
-	s.inflight = nil
 	<-d.done
+	d.prev = nil // applied before d: no need to keep it
 	for _, id := range d.received {
 		delete(s.wanted, id)
 	}
@@ -451,7 +469,7 @@ func (s *session) receive(ctx context.Context, d *delivery, wires [][]byte) erro
 	msgs := make([]*protocol.Message, len(wires))
 	errs := make([]error, len(wires))
 	parallel(len(wires), s.cfg.validators, func(i int) {
-		msgs[i], errs[i] = protocol.Validate(wires[i], now, s.cfg.limits)
+		msgs[i], errs[i] = s.cfg.verifier.Validate(wires[i], now, s.cfg.limits)
 	})
 	var ok []*protocol.Message
 	for i, m := range msgs {
@@ -475,6 +493,12 @@ func (s *session) receive(ctx context.Context, d *delivery, wires [][]byte) erro
 	}
 	// Parents first, as far as created_at tells.
 	slices.SortFunc(ok, func(a, b *protocol.Message) int { return protocol.KeyOf(a).Compare(protocol.KeyOf(b)) })
+	if p := d.prev; p != nil {
+		<-p.done
+		if p.err != nil {
+			return fmt.Errorf("the exchange before failed: %w", p.err)
+		}
+	}
 	var derrs []error
 	if b, isBatch := s.sink.(BatchSink); isBatch {
 		derrs = b.DeliverBatch(ctx, ok)

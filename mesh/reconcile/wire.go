@@ -161,7 +161,16 @@ func decodeReply(b []byte) (*reply, error) {
 }
 
 func (x *exchange) encode(floor protocol.SyncKey) []byte {
-	b := binary.AppendUvarint(nil, uint64(len(x.ranges)))
+	// Sized at once: an exchange carries up to 4 MiB of messages, which
+	// appending would copy again at each doubling.
+	size := 4*binary.MaxVarintLen64 + len(x.ranges)*maxRangeHeader + (len(x.wants)+len(x.missing))*protocol.IDSize
+	for _, r := range x.ranges {
+		size += len(r.ids) * protocol.IDSize
+	}
+	for _, m := range x.msgs {
+		size += binary.MaxVarintLen64 + len(m)
+	}
+	b := binary.AppendUvarint(make([]byte, 0, size), uint64(len(x.ranges)))
 	prev := floor
 	for _, r := range x.ranges {
 		b = appendBound(b, prev.Time, r.upper)

@@ -1,0 +1,281 @@
+package protocol
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"crypto/sha512"
+	"sync"
+	"time"
+
+	"filippo.io/edwards25519"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// Verifier checks many messages' signatures faster than Validate when
+// their senders repeat, as when a node catches up on a space's history:
+// once a sender's key has been seen a few times it precomputes multiples
+// of that key (about 150 KiB per key, for at most maxTables keys, and
+// 1.3 MiB of multiples of the base point once the first is made), so
+// that each later check costs about a third of crypto/ed25519's.
+//
+// It accepts exactly what ed25519.Verify accepts: the check is the same
+// equation, R == encode([S]B - [k]A) with S canonical and A decoded as
+// ed25519 decodes it, only [k]A is summed from the precomputed multiples
+// rather than computed afresh; it is not a batch check (no randomness,
+// nothing that could accept a signature a single check refuses). The
+// tests compare the two on valid and invalid signatures.
+//
+// A Verifier is safe for concurrent use.
+type Verifier struct {
+	base     sync.Once
+	baseRows *baseTable // built with the first key table
+
+	mu     sync.Mutex
+	seen   map[[32]byte]int       // checks per key without a table
+	tables map[[32]byte]*keyTable // at most maxTables
+	built  int                    // tables built so far
+	calls  int                    // checks so far (see decay)
+
+	// senders are "from" fields found to be canonical peer IDs of Ed25519
+	// keys (see checkShape), with their raw keys: at most maxSeen.
+	sendersMu sync.RWMutex
+	senders   map[string]knownSender
+}
+
+type knownSender struct {
+	id  peer.ID
+	pub []byte
+}
+
+// Verifier bounds: a key gets a table at its tableAfter-th check (building
+// one costs about as much as 10 checks); at most maxTables keys have one;
+// at most maxSeen keys are counted. When the tables are all taken, a new
+// key gets one only in place of a table used fewer than tableAfter times
+// lately (uses are halved every decay checks), so that many senders in
+// turn do not make it build tables again and again.
+const (
+	tableAfter = 8
+	maxTables  = 16
+	maxSeen    = 4096
+	decay      = 1024
+)
+
+// NewVerifier returns an empty Verifier.
+func NewVerifier() *Verifier {
+	return &Verifier{seen: make(map[[32]byte]int), tables: make(map[[32]byte]*keyTable), senders: make(map[string]knownSender)}
+}
+
+// sender returns the peer ID of a "from" field checked before; false when
+// v is nil or it was not.
+func (v *Verifier) sender(from string) (peer.ID, bool) {
+	if v == nil {
+		return "", false
+	}
+	v.sendersMu.RLock()
+	defer v.sendersMu.RUnlock()
+	s, ok := v.senders[from]
+	return s.id, ok
+}
+
+// senderKey returns the raw Ed25519 key of a "from" field checked before.
+func (v *Verifier) senderKey(from string) ([]byte, bool) {
+	v.sendersMu.RLock()
+	defer v.sendersMu.RUnlock()
+	s, ok := v.senders[from]
+	return s.pub, ok
+}
+
+// addSender records that from is id in canonical form, the ID of an
+// Ed25519 key (checkShape checked it); nothing when v is nil.
+func (v *Verifier) addSender(from string, id peer.ID) {
+	if v == nil {
+		return
+	}
+	pub, err := id.ExtractPublicKey()
+	if err != nil {
+		return
+	}
+	raw, err := pub.Raw()
+	if err != nil || len(raw) != ed25519.PublicKeySize {
+		return
+	}
+	v.sendersMu.Lock()
+	defer v.sendersMu.Unlock()
+	if len(v.senders) >= maxSeen {
+		clear(v.senders)
+	}
+	v.senders[from] = knownSender{id: id, pub: raw}
+}
+
+// Validate is protocol.Validate, with signatures checked by v.
+func (v *Verifier) Validate(wire []byte, now time.Time, lim Limits) (*Message, error) {
+	m, err := decode(wire, lim, v)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.verify(now, lim, v); err != nil {
+		return nil, err
+	}
+	m.sigOK = true
+	return m, nil
+}
+
+// check reports whether sig is pub's Ed25519 signature of a body (that
+// is, of SigningDomain followed by body), as ed25519.Verify does.
+func (v *Verifier) check(pub, body, sig []byte) bool {
+	if len(pub) != ed25519.PublicKeySize {
+		return false
+	}
+	t := v.table(pub)
+	if t == nil {
+		return ed25519.Verify(pub, signingBytes(body), sig)
+	}
+	return t.verify(sig, []byte(SigningDomain), body)
+}
+
+// table returns pub's table, building it at its tableAfter-th check; nil
+// until then, when there is no room for it, or when pub is not a valid
+// key (ed25519.Verify refuses it).
+func (v *Verifier) table(pub []byte) *keyTable {
+	k := [32]byte(pub)
+	v.mu.Lock()
+	if v.calls++; v.calls%decay == 0 {
+		for _, t := range v.tables {
+			t.uses /= 2
+		}
+	}
+	if t, ok := v.tables[k]; ok {
+		t.uses++
+		v.mu.Unlock()
+		return t
+	}
+	if len(v.seen) >= maxSeen {
+		clear(v.seen)
+	}
+	v.seen[k]++
+	build := v.seen[k] >= tableAfter && v.room()
+	if build {
+		delete(v.seen, k)
+	}
+	v.mu.Unlock()
+	if !build {
+		return nil
+	}
+	v.base.Do(func() { v.baseRows = newBaseTable() })
+	t, err := newKeyTable(k, v.baseRows)
+	if err != nil {
+		return nil
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if !v.room() { // taken meanwhile
+		return t
+	}
+	v.tables[k] = t
+	v.built++
+	return t
+}
+
+// room reports whether a table may be added, making room if one has been
+// used too little to keep; under mu.
+func (v *Verifier) room() bool {
+	if len(v.tables) < maxTables {
+		return true
+	}
+	var least [32]byte
+	fewest := -1
+	for k, t := range v.tables {
+		if fewest < 0 || t.uses < fewest {
+			least, fewest = k, t.uses
+		}
+	}
+	if fewest >= tableAfter {
+		return false
+	}
+	delete(v.tables, least)
+	return true
+}
+
+// keyTable holds [d·16^j](-A) for a public key A, j in 0…63 and d in
+// 1…15 (at rows[j][d-1]), so that [k](-A) for a scalar k < 2^256 is the
+// sum of at most 64 of them, one per base-16 digit of k.
+type keyTable struct {
+	uses int // checks lately (see decay; under Verifier.mu)
+	pub  [32]byte
+	rows [64][15]edwards25519.Point
+	base *baseTable // shared by every key's table
+}
+
+// baseTable holds [d·256^j]B for the base point B, j in 0…31 and d in
+// 1…255 (at [j][d-1]), so that [S]B is the sum of at most 32 of them
+// (about 1.3 MiB, one per Verifier).
+type baseTable [32][255]edwards25519.Point
+
+func newBaseTable() *baseTable {
+	t := new(baseTable)
+	base := edwards25519.NewGeneratorPoint()
+	for j := range t {
+		row := &t[j]
+		row[0].Set(base)
+		for d := 1; d < len(row); d++ {
+			row[d].Add(&row[d-1], base)
+		}
+		base.Add(&row[len(row)-1], base) // 256·base
+	}
+	return t
+}
+
+func newKeyTable(pub [32]byte, base *baseTable) (*keyTable, error) {
+	a, err := new(edwards25519.Point).SetBytes(pub[:])
+	if err != nil {
+		return nil, err
+	}
+	t := &keyTable{pub: pub, base: base}
+	p := new(edwards25519.Point).Negate(a)
+	for j := range t.rows {
+		row := &t.rows[j]
+		row[0].Set(p)
+		for d := 1; d < len(row); d++ {
+			row[d].Add(&row[d-1], p)
+		}
+		p.Add(&row[len(row)-1], p) // 16·p
+	}
+	return t, nil
+}
+
+// verify is ed25519.Verify(t.pub, msg, sig) where msg is the parts
+// concatenated (see verifyWithDom in the standard library): the same
+// checks in the same order, with [S]B and [k](-A) summed from the tables.
+func (t *keyTable) verify(sig []byte, msg ...[]byte) bool {
+	if len(sig) != ed25519.SignatureSize || sig[63]&224 != 0 {
+		return false
+	}
+	h := sha512.New()
+	h.Write(sig[:32])
+	h.Write(t.pub[:])
+	for _, p := range msg {
+		h.Write(p)
+	}
+	var digest [sha512.Size]byte
+	k, err := edwards25519.NewScalar().SetUniformBytes(h.Sum(digest[:0]))
+	if err != nil {
+		return false
+	}
+	s, err := edwards25519.NewScalar().SetCanonicalBytes(sig[32:])
+	if err != nil {
+		return false
+	}
+	r := edwards25519.NewIdentityPoint()
+	for j, d := range s.Bytes() { // [S]B
+		if d != 0 {
+			r.Add(r, &t.base[j][d-1])
+		}
+	}
+	kb := k.Bytes()
+	for j := range t.rows {
+		if d := kb[j/2] >> (4 * (j % 2)) & 15; d != 0 {
+			r.Add(r, &t.rows[j][d-1])
+		}
+	}
+	return bytes.Equal(sig[:32], r.Bytes())
+}

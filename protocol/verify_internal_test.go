@@ -1,0 +1,244 @@
+package protocol
+
+import (
+	"crypto/ed25519"
+	"crypto/sha512"
+	"encoding/hex"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"filippo.io/edwards25519"
+)
+
+// order8 is a point of order 8 (a torsion point of the curve).
+var order8 = mustPoint("26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05")
+
+func mustPoint(s string) *edwards25519.Point {
+	b, err := hex.DecodeString(s)
+	if err != nil {
+		panic(err)
+	}
+	p, err := new(edwards25519.Point).SetBytes(b)
+	if err != nil {
+		panic(err)
+	}
+	return p
+}
+
+// testSigner signs with a secret scalar a, for the public point pub, which
+// may differ from [a]B by a torsion point: a key ed25519 decodes and a
+// normal signer cannot make, whose signatures are valid or not depending
+// on the hash.
+type testSigner struct {
+	a   *edwards25519.Scalar
+	pub []byte
+}
+
+func newTestSigner(rnd *rand.Rand, torsion *edwards25519.Point) testSigner {
+	var seed [64]byte
+	for i := range seed {
+		seed[i] = byte(rnd.Uint32())
+	}
+	a, err := edwards25519.NewScalar().SetUniformBytes(seed[:])
+	if err != nil {
+		panic(err)
+	}
+	p := new(edwards25519.Point).ScalarBaseMult(a)
+	if torsion != nil {
+		p.Add(p, torsion)
+	}
+	return testSigner{a: a, pub: p.Bytes()}
+}
+
+// sign returns S = r + k·a with R = [r]B (plus rTorsion when not nil).
+func (s testSigner) sign(rnd *rand.Rand, msg []byte, rTorsion *edwards25519.Point) []byte {
+	var seed [64]byte
+	for i := range seed {
+		seed[i] = byte(rnd.Uint32())
+	}
+	r, _ := edwards25519.NewScalar().SetUniformBytes(seed[:])
+	R := new(edwards25519.Point).ScalarBaseMult(r)
+	if rTorsion != nil {
+		R.Add(R, rTorsion)
+	}
+	h := sha512.New()
+	h.Write(R.Bytes())
+	h.Write(s.pub)
+	h.Write(msg)
+	k, _ := edwards25519.NewScalar().SetUniformBytes(h.Sum(nil))
+	S := edwards25519.NewScalar().MultiplyAdd(k, s.a, r)
+	return append(R.Bytes(), S.Bytes()...)
+}
+
+// TestKeyTableMatchesEd25519 checks that the table's check accepts exactly
+// what ed25519.Verify accepts: valid signatures, signatures changed in any
+// way, non-canonical S, R or public keys with a torsion component (valid
+// for some hashes only), and the high bits of S.
+func TestKeyTableMatchesEd25519(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(1, 2))
+	base := newBaseTable()
+	t2 := new(edwards25519.Point).Add(order8, order8)
+	t4 := new(edwards25519.Point).Add(t2, t2) // order 2
+	keys := []testSigner{newTestSigner(rnd, nil), newTestSigner(rnd, order8), newTestSigner(rnd, t2), newTestSigner(rnd, t4)}
+	accepted, refused := 0, 0
+	for ki, key := range keys {
+		tab, err := newKeyTable([32]byte(key.pub), base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 300 {
+			msg := fmt.Appendf(nil, "message %d of key %d", i, ki)
+			var rt *edwards25519.Point
+			switch i % 5 {
+			case 1:
+				rt = order8
+			case 2:
+				rt = t4
+			}
+			sig := key.sign(rnd, msg, rt)
+			cases := [][]byte{sig}
+			bad := append([]byte(nil), sig...)
+			bad[rnd.IntN(64)] ^= 1 << rnd.IntN(8)
+			cases = append(cases, bad)
+			high := append([]byte(nil), sig...)
+			high[63] |= 0x20
+			cases = append(cases, high)
+			if i%10 == 0 { // S + L: the same S, not canonical
+				s, _ := edwards25519.NewScalar().SetCanonicalBytes(sig[32:])
+				var sl [32]byte
+				carry := 0
+				lBytes := [32]byte{0xed, 0xd3, 0xf5, 0x5c, 0x1a, 0x63, 0x12, 0x58, 0xd6, 0x9c, 0xf7, 0xa2, 0xde, 0xf9, 0xde, 0x14, 31: 0x10}
+				sb := s.Bytes()
+				for j := range 32 {
+					v := int(sb[j]) + int(lBytes[j]) + carry
+					sl[j], carry = byte(v), v>>8
+				}
+				if carry == 0 {
+					cases = append(cases, append(append([]byte(nil), sig[:32]...), sl[:]...))
+				}
+			}
+			for ci, c := range cases {
+				want := ed25519.Verify(key.pub, msg, c)
+				if got := tab.verify(c, msg[:3], msg[3:]); got != want {
+					t.Fatalf("key %d message %d case %d: table %v, ed25519 %v", ki, i, ci, got, want)
+				}
+				if want {
+					accepted++
+				} else {
+					refused++
+				}
+			}
+		}
+	}
+	// Both outcomes seen, including signatures by keys with torsion.
+	if accepted < 300 || refused < 900 {
+		t.Fatalf("accepted %d, refused %d", accepted, refused)
+	}
+}
+
+// TestVerifierKeys: keys that do not decode are refused (no table); a
+// key gets its table at its tableAfter-th check, while there is room; once
+// maxTables are taken, a new key gets one only in place of a table little
+// used lately, so that many senders in turn do not rebuild tables.
+func TestVerifierKeys(t *testing.T) {
+	v := NewVerifier()
+	bad := make([]byte, 32)
+	bad[0] = 2 // y = 2 is not on the curve
+	if _, err := new(edwards25519.Point).SetBytes(bad); err == nil {
+		t.Fatal("y = 2 decodes")
+	}
+	for range 2 * tableAfter {
+		if v.check(bad, []byte("x"), make([]byte, 64)) {
+			t.Fatal("an invalid key accepted")
+		}
+	}
+	if len(v.tables) != 0 {
+		t.Fatalf("%d tables for an invalid key", len(v.tables))
+	}
+	rnd := rand.New(rand.NewPCG(3, 4))
+	keys := make([]testSigner, maxTables+1)
+	for i := range keys {
+		keys[i] = newTestSigner(rnd, nil)
+	}
+	// check checks a good and a changed signature of key i.
+	check := func(i, j int) {
+		t.Helper()
+		body := fmt.Appendf(nil, "%d %d", i, j)
+		sig := keys[i].sign(rnd, signingBytes(body), nil)
+		if !v.check(keys[i].pub, body, sig) {
+			t.Fatalf("key %d check %d refused", i, j)
+		}
+		sig[5] ^= 1
+		if v.check(keys[i].pub, body, sig) {
+			t.Fatalf("key %d check %d: a changed signature accepted", i, j)
+		}
+	}
+	has := func(i int) bool { _, ok := v.tables[[32]byte(keys[i].pub)]; return ok }
+	for i := range maxTables {
+		for j := range tableAfter {
+			check(i, j)
+		}
+		if !has(i) {
+			t.Fatalf("key %d has no table after %d checks", i, 2*tableAfter)
+		}
+	}
+	// All in turn: the last key finds no room, the others keep theirs.
+	for j := range 3 * tableAfter {
+		for i := range keys {
+			check(i, j)
+		}
+	}
+	if has(maxTables) || len(v.tables) != maxTables || v.built != maxTables {
+		t.Fatalf("senders in turn: last key's table %v, %d tables, %d built", has(maxTables), len(v.tables), v.built)
+	}
+	// Only the last one sends now: one of the others' tables, unused
+	// lately, makes room for it.
+	for j := 0; !has(maxTables); j++ {
+		if j > 2*decay {
+			t.Fatal("the key sending alone got no table")
+		}
+		check(maxTables, j)
+	}
+	if len(v.tables) != maxTables || v.built != maxTables+1 {
+		t.Fatalf("%d tables, %d built", len(v.tables), v.built)
+	}
+}
+
+func BenchmarkKeyTable(b *testing.B) {
+	rnd := rand.New(rand.NewPCG(1, 2))
+	key := newTestSigner(rnd, nil)
+	msg := make([]byte, 400)
+	sig := key.sign(rnd, msg, nil)
+	base := newBaseTable()
+	tab, err := newKeyTable([32]byte(key.pub), base)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("table", func(b *testing.B) {
+		for b.Loop() {
+			if !tab.verify(sig, msg) {
+				b.Fatal("refused")
+			}
+		}
+	})
+	b.Run("ed25519", func(b *testing.B) {
+		for b.Loop() {
+			if !ed25519.Verify(key.pub, msg, sig) {
+				b.Fatal("refused")
+			}
+		}
+	})
+	b.Run("base", func(b *testing.B) {
+		for b.Loop() {
+			newBaseTable()
+		}
+	})
+	b.Run("build", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := newKeyTable([32]byte(key.pub), base); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
