@@ -215,7 +215,7 @@ func TestValidatorGate(t *testing.T) {
 	}
 	g := newFloodGuard(RateLimits{Author: Rate{PerSecond: 1, Burst: 2}, Strangers: Rate{PerSecond: 1, Burst: 100}, Peer: Rate{PerSecond: 1, Burst: 100}}, time.Now, discard)
 	var reasons []string
-	val := validator(space, "self", protocol.DefaultLimits(), time.Now, g, gate, func(r string) { reasons = append(reasons, r) }, nil, discard)
+	val := validator(space, "self", protocol.DefaultLimits(), time.Now, protocol.NewVerifier(), g, gate, func(r string) { reasons = append(reasons, r) }, nil, discard)
 	msg := func(i int) []byte { return sign(t, key, space, fmt.Sprint("m", i), nil).Encode() }
 
 	if got := validate(val, author, msg(0)); got != pubsub.ValidationAccept {

@@ -164,7 +164,7 @@ type Refusals interface {
 //
 // Each message accepted is noted in fl (if not nil) as on its way to the
 // Sink, for gap repair (see inflight).
-func validator(space protocol.ID, self peer.ID, lim protocol.Limits, now func() time.Time, g *floodGuard, gate Gate, refused func(reason string), fl *inflight, log *slog.Logger) pubsub.ValidatorEx {
+func validator(space protocol.ID, self peer.ID, lim protocol.Limits, now func() time.Time, v *protocol.Verifier, g *floodGuard, gate Gate, refused func(reason string), fl *inflight, log *slog.Logger) pubsub.ValidatorEx {
 	if refused == nil {
 		refused = func(string) {}
 	}
@@ -176,7 +176,7 @@ func validator(space protocol.ID, self peer.ID, lim protocol.Limits, now func() 
 			refused(v.reason())
 			return pubsub.ValidationIgnore
 		}
-		msg, err := protocol.Validate(pm.Data, now(), lim)
+		msg, err := v.Validate(pm.Data, now(), lim)
 		switch {
 		case errors.Is(err, protocol.ErrExpired), errors.Is(err, protocol.ErrClockSkew):
 			log.Debug("gossip message ignored", "space", space, "peer", from, "reason", protocol.Code(err), "err", err)

@@ -83,7 +83,7 @@ func TestValidator(t *testing.T) {
 	key, _, _ := crypto.GenerateEd25519Key(rand.Reader)
 	var reasons []string
 	flight := newInflight(time.Now)
-	val := validator(space, "self", smallLimits, time.Now, newFloodGuard(DefaultRateLimits(), time.Now, slog.New(slog.DiscardHandler)), nil,
+	val := validator(space, "self", smallLimits, time.Now, protocol.NewVerifier(), newFloodGuard(DefaultRateLimits(), time.Now, slog.New(slog.DiscardHandler)), nil,
 		func(r string) { reasons = append(reasons, r) }, flight, slog.New(slog.DiscardHandler))
 
 	good := sign(t, key, space, "fine", nil)

@@ -43,12 +43,13 @@ type Mesh struct {
 	disc      *drouting.RoutingDiscovery
 	ps        *pubsub.PubSub
 	tracer    *meshTracer
-	flight    *inflight    // gossip messages accepted, not yet through their Sink
-	stored    storedRing   // the messages stored last, for gap repair
-	late      lateness     // how late gossip brings messages, for gap repair
-	guard     *floodGuard  // gossip rate limits and flood penalties
-	board     *scoreBoard  // gossip scores as last read
-	mdns      mdns.Service // nil unless Config.MDNS
+	flight    *inflight          // gossip messages accepted, not yet through their Sink
+	stored    storedRing         // the messages stored last, for gap repair
+	late      lateness           // how late gossip brings messages, for gap repair
+	guard     *floodGuard        // gossip rate limits and flood penalties
+	verify    *protocol.Verifier // signatures of gossip and sync (senders repeat)
+	board     *scoreBoard        // gossip scores as last read
+	mdns      mdns.Service       // nil unless Config.MDNS
 	idSub     event.Subscription
 	log       *slog.Logger
 	now       func() time.Time
@@ -113,6 +114,7 @@ func New(ctx context.Context, key crypto.PrivKey, cfg Config) (_ *Mesh, err erro
 		log:       cfg.Logger,
 		now:       cfg.Now,
 		lim:       cfg.Limits,
+		verify:    protocol.NewVerifier(),
 		bootstrap: boot,
 		history:   cfg.History,
 		syncEvery: cfg.SyncInterval,
@@ -161,6 +163,7 @@ func New(ctx context.Context, key crypto.PrivKey, cfg Config) (_ *Mesh, err erro
 	if cfg.History != nil {
 		m.sync, err = reconcile.New(h, cfg.History,
 			reconcile.WithLimits(cfg.Limits),
+			reconcile.WithVerifier(m.verify),
 			reconcile.WithClock(cfg.Now),
 			reconcile.WithLogger(cfg.Logger.With("component", "sync")),
 			reconcile.WithWindow(cfg.SyncWindow),

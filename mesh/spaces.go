@@ -83,7 +83,7 @@ func (m *Mesh) JoinSpace(id protocol.ID, sink Sink) error {
 	// than in a goroutine started for each message; the validator is
 	// CPU-bound and never waits (see Gate), so more goroutines than CPUs
 	// only added a start and a hand-off to every message received.
-	val := validator(id, m.h.ID(), m.lim, m.now, m.guard, gate, refused, m.flight, m.log)
+	val := validator(id, m.h.ID(), m.lim, m.now, m.verify, m.guard, gate, refused, m.flight, m.log)
 	if err := m.ps.RegisterTopicValidator(name, val, pubsub.WithValidatorInline(true)); err != nil {
 		return fmt.Errorf("join space %s: validator: %w", id, err)
 	}

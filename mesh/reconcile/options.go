@@ -138,6 +138,19 @@ func WithSessionRates(perPeer, perSpace rate.Rate) Option {
 
 // WithLimits sets the limits fetched messages are validated against
 // (default protocol.DefaultLimits()); use the ones gossip uses.
+// WithVerifier makes sessions check fetched messages' signatures with v,
+// which the node may share with its gossip validator (one set of key
+// tables for both).
+func WithVerifier(v *protocol.Verifier) Option {
+	return func(c *config) error {
+		if v == nil {
+			return errors.New("reconcile: nil verifier")
+		}
+		c.verifier = v
+		return nil
+	}
+}
+
 func WithLimits(l protocol.Limits) Option {
 	return func(c *config) error {
 		if err := l.Validate(); err != nil {
