@@ -32,7 +32,7 @@ const (
 	// compactCheck is how often the store looks for writes.
 	compactCheck = time.Second
 	// compactIdleAfter is how long without a write parks the compactors.
-	compactIdleAfter = 10 * time.Second
+	compactIdleAfter = 5 * time.Second
 )
 
 // compactGate parks Badger's compactors while the store is idle.

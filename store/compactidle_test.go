@@ -51,8 +51,11 @@ func TestCompactorsParkWhenIdle(t *testing.T) {
 	g.check(t0.Add(compactIdleAfter))
 	waitCompactors(0)
 	g.check(t0.Add(2 * compactIdleAfter))
-	if g.parks != 1 {
-		t.Fatalf("parked %d times, want 1", g.parks)
+	g.mu.Lock()
+	parks := g.parks
+	g.mu.Unlock()
+	if parks != 1 {
+		t.Fatalf("parked %d times, want 1", parks)
 	}
 
 	put(2) // starts them at once
