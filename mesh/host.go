@@ -63,6 +63,9 @@ func newHost(key crypto.PrivKey, cfg Config, boot []peer.AddrInfo) (host.Host, *
 		return nil, nil, err
 	}
 	limits, rmOpts, inbound := resourceLimits(cfg.Conns)
+	if cfg.Registerer == nil || !cfg.ResourceMetrics {
+		rmOpts = append(rmOpts, rcmgr.WithMetricsDisabled())
+	}
 	rm, err := rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(limits), rmOpts...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("resource manager: %w", err)

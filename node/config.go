@@ -29,6 +29,10 @@ type Config struct {
 	// Metrics, when set, counts what the node does, and libp2p registers
 	// its own metrics on its registry (see node/metrics). Nil: none.
 	Metrics *metrics.Metrics
+	// ResourceMetrics adds libp2p's resource manager metrics
+	// (libp2p_rcmgr_…) to Metrics; they cost CPU on every stream (see
+	// mesh.Config.ResourceMetrics), so they are off unless asked for.
+	ResourceMetrics bool
 	// Tracer, when set, records the node's OpenTelemetry spans (see
 	// observe.go; node/telemetry makes one from the OTEL_* variables).
 	// Nil: no spans, and call meta carries the trace context as always.

@@ -163,6 +163,7 @@ func (n *Node) startMesh(ctx context.Context) (err error) {
 	}
 	if cfg.Metrics != nil {
 		mcfg.Registerer = cfg.Metrics.Registry()
+		mcfg.ResourceMetrics = cfg.ResourceMetrics
 	}
 	if err := n.meshAccess(&mcfg); err != nil {
 		return err

@@ -125,6 +125,7 @@ type batchAdded struct {
 // messages of the batch written before: a parent written earlier stops
 // being a head, and so does a message an earlier one names.
 func (s *Store) batchOnce(ms []Message, idx []int, q Quota, results []PutResult) error {
+	s.compact.wake()
 	txn := s.db.NewTransaction(true)
 	defer txn.Discard()
 

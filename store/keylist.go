@@ -28,6 +28,9 @@ const (
 	// minBlockKeys: a block shrunk below this by removals merges with a
 	// neighbour when they fit in one block.
 	minBlockKeys = maxBlockKeys / 4
+	// tailKeys is how many keys an overflowing last block gives the new
+	// block that follows it.
+	tailKeys = maxBlockKeys / 8
 )
 
 func (b *keyBlock) last() protocol.SyncKey { return b.keys[len(b.keys)-1] }
@@ -78,12 +81,21 @@ func (l *keyList) insert(k protocol.SyncKey) bool {
 	b.keys = slices.Insert(b.keys, j, k)
 	b.sum.Add(k.ID)
 	if len(b.keys) > maxBlockKeys {
-		half := len(b.keys) / 2
-		nb := &keyBlock{keys: append(make([]protocol.SyncKey, 0, maxBlockKeys), b.keys[half:]...)}
+		// Split in half, except the last block, which keys arriving a
+		// little out of order (concurrent senders) overflow: it keeps all
+		// but a few, as later keys go to the new block. The kept part is
+		// copied to a slice of its size: the overflowed one has room for
+		// far more keys than the block will take again, and at a million
+		// keys that slack was 60 MB.
+		cut := len(b.keys) / 2
+		if i == len(l.blocks)-1 {
+			cut = len(b.keys) - tailKeys
+		}
+		nb := &keyBlock{keys: append(make([]protocol.SyncKey, 0, maxBlockKeys), b.keys[cut:]...)}
 		for _, k := range nb.keys {
 			nb.sum.Add(k.ID)
 		}
-		b.keys = b.keys[:half]
+		b.keys = slices.Clone(b.keys[:cut])
 		b.sum.SubSum(nb.sum)
 		l.blocks = slices.Insert(l.blocks, i+1, nb)
 	}

@@ -199,3 +199,35 @@ func TestSuccessor(t *testing.T) {
 		}
 	}
 }
+
+// A list filled by concurrent senders (keys in order but for a few
+// milliseconds of jitter, so some land just before the last block's end)
+// holds about one key's size per key: an overflowing block gives away its
+// tail and keeps the rest in a slice of its size.
+func TestKeyListJitteredFillIsCompact(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var l keyList
+	const n = 200_000
+	for i := range n {
+		var id protocol.ID
+		binary.BigEndian.PutUint64(id[:], rng.Uint64())
+		l.insert(protocol.SyncKey{Time: int64(i/16) + rng.Int64N(8), ID: id})
+	}
+	if l.n != n {
+		t.Fatalf("n = %d, want %d", l.n, n)
+	}
+	held := 0
+	var prev protocol.SyncKey
+	for bi, b := range l.blocks {
+		held += cap(b.keys)
+		for ki, k := range b.keys {
+			if (bi > 0 || ki > 0) && !prev.Less(k) {
+				t.Fatalf("block %d key %d out of order", bi, ki)
+			}
+			prev = k
+		}
+	}
+	if held > n*5/4 {
+		t.Errorf("%d keys held in room for %d (%.2f×), want at most 1.25×", n, held, float64(held)/n)
+	}
+}

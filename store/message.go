@@ -125,6 +125,7 @@ func (s *Store) put(ctx context.Context, m Message, q Quota) (e Entry, added boo
 // and each writes what the other read. A concurrent Put of the same ID
 // conflicts on m|id. Conflicts are retried; the retry sees the winner.
 func (s *Store) putOnce(m Message, q Quota) (Entry, bool, error) {
+	s.compact.wake()
 	txn := s.db.NewTransaction(true)
 	defer txn.Discard()
 

@@ -556,6 +556,7 @@ const maxOutboxTries = 1000
 // same on every try.
 func (s *Store) updateOutbox(fn func(txn *badger.Txn) error) error {
 	for range maxOutboxTries {
+		s.compact.wake()
 		err := s.db.Update(fn)
 		if errors.Is(err, badger.ErrConflict) {
 			continue

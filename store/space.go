@@ -395,6 +395,7 @@ func (s *Store) Peers() ([]Peer, error) {
 func (s *Store) update(fn func(txn *badger.Txn) error) error {
 	var err error
 	for range maxPutAttempts {
+		s.compact.wake()
 		err = s.db.Update(fn)
 		if !errors.Is(err, badger.ErrConflict) {
 			break

@@ -46,6 +46,9 @@ var (
 type Store struct {
 	db     *badger.DB
 	logger *slog.Logger
+	// compact parks Badger's compactors while the store is idle
+	// (compactidle.go).
+	compact *compactGate
 
 	// closeMu is held shared by every operation and exclusively by Close,
 	// so Close waits for operations in flight and none starts after it.
@@ -164,6 +167,8 @@ func Open(opts Options) (*Store, error) {
 	if sweep > 0 {
 		s.every(ctx, sweep, s.runSweep)
 	}
+	s.compact = &compactGate{db: db}
+	s.wg.Go(func() { s.compact.run(ctx, compactCheck) })
 	return s, nil
 }
 

@@ -378,6 +378,7 @@ func (s *Store) deleteLocked(ids []protocol.ID) (int, error) {
 // and retry, the Put sees the message gone. A new child of a parent made
 // a head here clears the head when it commits, as for any head.
 func (s *Store) deleteOnce(ids []protocol.ID) (deletion, error) {
+	s.compact.wake()
 	txn := s.db.NewTransaction(true)
 	defer txn.Discard()
 	var (

@@ -50,6 +50,7 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 	fs.Var(&caps, "capability", "a capability this node offers, advertised in the DHT and on the LAN (repeatable; kept)")
 	flood := addFloodFlags(fs)
 	memLimit := fs.Int("memory-limit", 128, "soft limit of the Go heap in `MiB`: past it the garbage collector runs more often (0: none; $GOMEMLIMIT, if set, wins)")
+	rcmgrMetrics := fs.Bool("resource-metrics", false, "also export libp2p's resource manager metrics (libp2p_rcmgr_…) on /metrics; they cost CPU on every stream, so they are off by default")
 	profDir := fs.String("profile", "", "write a CPU profile of the whole run and a heap profile at shutdown into this `DIR` (cpu.pprof, heap.pprof; for go tool pprof)")
 	if _, err := parse(fs, args, 0); err != nil {
 		return err
@@ -68,6 +69,7 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 	cfg.Retention.MaxCount = *keepCount
 	cfg.Retention.MaxAge = *keepAge
 	cfg.SyncInterval = *syncEvery
+	cfg.ResourceMetrics = *rcmgrMetrics
 	cfg.SyncWindow = *syncWindow
 	if *maxAge < 0 {
 		return usageError{fmt.Sprintf("--max-age %v is negative", *maxAge)}

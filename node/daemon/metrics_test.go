@@ -110,7 +110,8 @@ func TestMetrics(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	web := func(c *Config) { c.WebListen = "127.0.0.1:0" }
-	a, ca := startNode(t, web)
+	// a exports the resource manager's metrics; b keeps the default (off).
+	a, ca := startNode(t, func(c *Config) { web(c); c.ResourceMetrics = true })
 	b, cb := startNode(t, func(c *Config) { web(c); bootstrapTo(a)(c) })
 	eventually(t, 10*time.Second, "b connected to a", func() bool {
 		ps, _ := ca.Peers(ctx)
@@ -197,6 +198,9 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("a's metrics have no %s… metric", prefix)
 		}
 	}
+	// a exports the resource manager's (mesh.TestResourceMetrics checks
+	// the default, off: libp2p's collectors are shared by the process).
+	want(am, "a", "libp2p_rcmgr_limit", map[string]string{"scope": "system", "resource": "streams"}, 1)
 
 	// Every metric the Grafana dashboard queries is registered (a vector
 	// shows in a scrape only once it has a label set).
