@@ -53,9 +53,11 @@ const DefaultSyncInterval = 200 * time.Millisecond
 // writers waiting by then runs for all of them.
 type syncer struct {
 	dir       string
-	dirty     atomic.Bool  // a write not yet synced that nobody waits for
-	syncs     atomic.Int64 // syncs made (tests)
-	vlogSkips atomic.Int64 // syncs that skipped the unchanged value log (tests)
+	dirty     atomic.Bool   // a write not yet synced that nobody waits for
+	kick      chan struct{} // dirty became true: arm runPeriodic's timer (buffer 1)
+	wakes     atomic.Int64  // runPeriodic's timer firings (tests)
+	syncs     atomic.Int64  // syncs made (tests)
+	vlogSkips atomic.Int64  // syncs that skipped the unchanged value log (tests)
 	mu        sync.Mutex
 	cond      *sync.Cond // signalled when a sync ends; on mu
 	run       bool       // a sync is running; guarded by mu
@@ -78,7 +80,7 @@ type syncer struct {
 }
 
 func newSyncer(dir string) *syncer {
-	y := &syncer{dir: dir, rotate: make(map[string]bool)}
+	y := &syncer{dir: dir, rotate: make(map[string]bool), kick: make(chan struct{}, 1)}
 	y.cond = sync.NewCond(&y.mu)
 	return y
 }
@@ -117,7 +119,7 @@ func (y *syncer) syncLocked() {
 	y.dirty.Store(false)
 	err := y.sync()
 	if err != nil {
-		y.dirty.Store(true) // try again next time
+		y.markDirty() // try again next time
 	}
 	y.mu.Lock()
 	y.run = false
@@ -132,29 +134,50 @@ func (y *syncer) syncLocked() {
 // an interval away, see runPeriodic).
 func (y *syncer) later() {
 	if y != nil {
-		y.dirty.Store(true)
+		y.markDirty()
 	}
 }
 
-// runPeriodic syncs every interval if a write is waiting for no one,
-// until ctx ends; then once more.
+// markDirty sets dirty and, when it was clear, arms runPeriodic's timer:
+// every time dirty becomes true a kick is sent, or one is waiting already.
+func (y *syncer) markDirty() {
+	if y.dirty.CompareAndSwap(false, true) {
+		select {
+		case y.kick <- struct{}{}:
+		default: // one is waiting: its timer fires within interval of now
+		}
+	}
+}
+
+// runPeriodic syncs within interval of a write that is waiting for no one,
+// until ctx ends; then once more. It wakes only when there is such a
+// write: an idle store (or one whose every write waits for its own sync)
+// costs no timer at all.
 func (y *syncer) runPeriodic(ctx context.Context, interval time.Duration, logger *slog.Logger) {
-	t := time.NewTicker(interval)
+	syncNow := func() {
+		if err := y.wait(); err != nil {
+			logger.Warn("store: sync", "err", err)
+		}
+	}
+	defer syncNow()
+	t := time.NewTimer(interval)
+	t.Stop()
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			if err := y.wait(); err != nil {
-				logger.Warn("store: sync", "err", err)
-			}
+			return
+		case <-y.kick:
+		}
+		t.Reset(interval)
+		select {
+		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		if !y.dirty.Load() {
-			continue
-		}
-		if err := y.wait(); err != nil {
-			logger.Warn("store: sync", "err", err)
+		y.wakes.Add(1)
+		if y.dirty.Load() { // else a durable write's sync took it
+			syncNow()
 		}
 	}
 }

@@ -92,6 +92,49 @@ func TestRelayedPutSyncedLater(t *testing.T) {
 	}
 }
 
+// TestPeriodicSyncOnDemand checks that the periodic sync wakes only for
+// a write nobody waits for: an idle store, or one whose writes are all
+// durable, runs no timer (an idle daemon's CPU), and a relayed write is
+// still synced within the interval.
+func TestPeriodicSyncOnDemand(t *testing.T) {
+	const interval = 5 * time.Millisecond
+	s, err := Open(Options{Dir: t.TempDir(), SyncInterval: interval})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	sp := protocol.MessageID([]byte("space"))
+	quiet := func(what string) {
+		t.Helper()
+		w := s.syncer.wakes.Load()
+		time.Sleep(40 * interval)
+		// One stale kick may fire once more after a sync took its write.
+		if got := s.syncer.wakes.Load() - w; got > 1 {
+			t.Fatalf("%s: the periodic sync woke %d times in %s", what, got, 40*interval)
+		}
+	}
+	quiet("idle")
+	if _, _, err := s.PutWithin(t.Context(), syncTestMsg(sp, "durable"), Quota{}); err != nil {
+		t.Fatal(err)
+	}
+	quiet("after a durable write")
+	before := s.syncer.syncs.Load()
+	if _, _, err := s.PutRelayed(t.Context(), syncTestMsg(sp, "relayed"), Quota{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for s.syncer.syncs.Load() == before || s.syncer.dirty.Load() {
+		if time.Now().After(deadline) {
+			t.Fatal("relayed Put not synced by the periodic sync")
+		}
+		time.Sleep(interval)
+	}
+	if s.syncer.wakes.Load() == 0 {
+		t.Fatal("relayed Put synced, but not by the periodic sync")
+	}
+	quiet("after the relayed write was synced")
+}
+
 // TestSyncRotated checks that the syncer fsyncs the rotated WAL and value
 // log files (not the newest of their kind), once each, and forgets the
 // ones deleted.
