@@ -77,13 +77,7 @@ func TestRelayedPutSyncedLater(t *testing.T) {
 	if _, _, err := s.PutRelayed(t.Context(), syncTestMsg(sp, "relayed"), Quota{}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for s.syncer.syncs.Load() == before || s.syncer.dirty.Load() {
-		if time.Now().After(deadline) {
-			t.Fatal("relayed Put not synced by the periodic sync")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitPeriodicSync(t, s, before)
 	// Nothing written since: the ticks sync nothing.
 	n := s.syncer.syncs.Load()
 	time.Sleep(50 * time.Millisecond)
@@ -122,17 +116,24 @@ func TestPeriodicSyncOnDemand(t *testing.T) {
 	if _, _, err := s.PutRelayed(t.Context(), syncTestMsg(sp, "relayed"), Quota{}); err != nil {
 		t.Fatal(err)
 	}
+	waitPeriodicSync(t, s, before)
+	if s.syncer.wakes.Load() == 0 {
+		t.Fatal("relayed Put synced, but not by the periodic sync")
+	}
+	quiet("after the relayed write was synced")
+}
+
+// waitPeriodicSync waits until a sync has run since there were before
+// and nothing is left marked for the periodic sync.
+func waitPeriodicSync(t *testing.T, s *Store, before int64) {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for s.syncer.syncs.Load() == before || s.syncer.dirty.Load() {
 		if time.Now().After(deadline) {
 			t.Fatal("relayed Put not synced by the periodic sync")
 		}
-		time.Sleep(interval)
+		time.Sleep(5 * time.Millisecond)
 	}
-	if s.syncer.wakes.Load() == 0 {
-		t.Fatal("relayed Put synced, but not by the periodic sync")
-	}
-	quiet("after the relayed write was synced")
 }
 
 // TestSyncRotated checks that the syncer fsyncs the rotated WAL and value
