@@ -97,21 +97,27 @@ func TestNetworkKey(t *testing.T) {
 	}
 }
 
-// TestAllowlist: a node with an allowlist connects with a listed peer both
+// TestAllowlist: a node with an allowlist connects with listed peers both
 // ways; an unlisted peer can neither dial it nor be dialled by it, and
 // never holds a connection to it, not even for a moment.
+//
+// Each direction has its own listed peer. With one peer dialled both ways
+// the test had to drop the first connection, and then a redial by either
+// side (autorelay and the DHT look for peers they knew) could meet the
+// test's own: over TCP with port reuse both dial from their listening
+// ports, the two dials become one TCP simultaneous open, and the Noise
+// handshake fails with both sides the initiator. That is libp2p's and not
+// the allowlist's; the test avoids it rather than retrying it.
 func TestAllowlist(t *testing.T) {
-	listed, _ := newTestMesh(t, Config{ListenAddrs: tcpLoopback})
+	dialsIn, _ := newTestMesh(t, Config{ListenAddrs: tcpLoopback})
+	dialledOut, _ := newTestMesh(t, Config{ListenAddrs: tcpLoopback})
 	stranger, _ := newTestMesh(t, Config{ListenAddrs: tcpLoopback})
-	a, _ := newTestMesh(t, Config{ListenAddrs: tcpLoopback, Allow: allowOnly(listed.ID())})
+	a, _ := newTestMesh(t, Config{ListenAddrs: tcpLoopback, Allow: allowOnly(dialsIn.ID(), dialledOut.ID())})
 
-	if err := connectErr(t, listed, a); err != nil {
+	if err := connectErr(t, dialsIn, a); err != nil {
 		t.Fatalf("a listed peer dialling in: %v", err)
 	}
-	if err := a.h.Network().ClosePeer(listed.ID()); err != nil {
-		t.Fatal(err)
-	}
-	if err := connectErr(t, a, listed); err != nil {
+	if err := connectErr(t, a, dialledOut); err != nil {
 		t.Fatalf("dialling a listed peer: %v", err)
 	}
 
