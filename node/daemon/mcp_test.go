@@ -104,7 +104,7 @@ func TestMCPOverSocket(t *testing.T) {
 		}
 	}
 	slices.Sort(names)
-	want := []string{"create_space", "discover", "dm", "inbox", "invite", "invoke", "join", "join_invite", "members", "read", "send", "spaces", "wait", "whoami"}
+	want := []string{"create_space", "discover", "dm", "inbox", "invite", "invoke", "join", "join_invite", "members", "outbox", "read", "send", "spaces", "wait", "whoami"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("tools %v, want %v", names, want)
 	}
@@ -206,6 +206,45 @@ func TestMCPOverSocket(t *testing.T) {
 		t.Fatal("wait on the inbox saw no direct message")
 	}
 
+	// The outbox tool: the DM above is delivered (the sent log keeps no
+	// content); one to a peer that is nowhere waits, queued, with its
+	// content; nothing is dead.
+	type outgoing struct {
+		ID, To, Kind string
+		Content      json.RawMessage
+		Attempts     int
+	}
+	var box struct {
+		State    string
+		Messages []outgoing
+	}
+	eventually(t, 10*time.Second, "the DM in the sent log", func() bool {
+		toolOK(t, ma, "outbox", map[string]any{"state": "delivered"}, &box)
+		return len(box.Messages) == 1
+	})
+	if m := box.Messages[0]; box.State != "delivered" || m.ID != dm.ID || m.To != b.ID().String() || m.Kind != "request" {
+		t.Fatalf("outbox delivered = %+v, want %s to b, a request", box, dm.ID)
+	}
+	absent := newPeerID(t)
+	var queued struct{ ID, Status string }
+	toolOK(t, ma, "dm", map[string]any{"to": absent, "content": map[string]any{"later": true}, "ttl_seconds": 600}, &queued)
+	if queued.Status != "queued" {
+		t.Fatalf("dm to a peer that is nowhere: status %q, want queued", queued.Status)
+	}
+	toolOK(t, ma, "outbox", map[string]any{}, &box)
+	if len(box.Messages) != 1 || box.State != "queued" || box.Messages[0].ID != queued.ID || box.Messages[0].To != absent ||
+		string(box.Messages[0].Content) != `{"later":true}` {
+		t.Fatalf("outbox (queued) = %+v, want only %s to %s", box, queued.ID, absent)
+	}
+	toolOK(t, ma, "outbox", map[string]any{"to": b.ID().String()}, &box)
+	if len(box.Messages) != 0 {
+		t.Fatalf("outbox queued to b = %+v, want none", box)
+	}
+	toolOK(t, ma, "outbox", map[string]any{"state": "dead"}, &box)
+	if len(box.Messages) != 0 {
+		t.Fatalf("outbox dead = %+v, want none", box)
+	}
+
 	// Discover B's handler and invoke it, unary and streamed: B trusts A,
 	// and its discovery card says the handler is restricted.
 	trust(t, cb, a)
@@ -286,6 +325,10 @@ func TestMCPBadArguments(t *testing.T) {
 		{"invoke an unknown peer", "invoke", map[string]any{"peer": absent, "name": "x", "timeout_seconds": 5}, "unreachable"},
 		{"invoke a missing handler", "invoke", map[string]any{"peer": b.ID().String(), "name": "nobody_home"}, "no_handler"},
 		{"discover a bad name", "discover", map[string]any{"capability": "no spaces allowed"}, "capability"},
+		{"outbox of a bad state", "outbox", map[string]any{"state": "lost"}, "state"},
+		{"outbox to with delivered", "outbox", map[string]any{"state": "delivered", "to": absent}, "queued"},
+		{"outbox paging the queue", "outbox", map[string]any{"limit": 5}, "queued"},
+		{"outbox a bad cursor", "outbox", map[string]any{"state": "dead", "after": "garbage"}, "cursor"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -237,6 +237,7 @@ func (t *tools) register(s *mcp.Server) {
 		Description: "Call a handler on a peer (request/response) and answer its output. With stream, the peer answers in parts (deltas), returned in order with the final output."},
 		t.invoke, limits(map[string][2]float64{"timeout_seconds": {0, maxInvokeSecs}}))
 	t.registerPrivate(s) // private.go
+	t.registerOutbox(s)  // outbox.go
 }
 
 func (t *tools) whoami(ctx context.Context, _ noArgs) (any, error) {
