@@ -79,10 +79,10 @@ addr=$(weft id --home "$work/a" --json | sed -e 's/.*"addrs":\["\([^"]*\)".*/\1/
 start_daemon "$work/b" --bootstrap "$addr"
 
 tools=$(inspect "$work/a" --method tools/list) || fail "tools/list"
-for t in whoami spaces join send read wait dm inbox discover invoke; do
+for t in whoami spaces join send read wait dm inbox outbox discover invoke; do
 	grep -q "\"name\": \"$t\"" <<<"$tools" || fail "tools/list lacks $t"
 done
-echo "ok tools/list has all 10 tools"
+echo "ok tools/list has all 11 tools"
 
 inspect "$work/a" --method tools/call --tool-name join --tool-arg space=lab >/dev/null || fail "join on a"
 inspect "$work/b" --method tools/call --tool-name join --tool-arg space=lab >/dev/null || fail "join on b"
@@ -99,11 +99,22 @@ read_b() { inspect "$work/b" --method tools/call --tool-name read --tool-arg spa
 poll 30 "the message in read on b" read_b
 echo "ok read on b shows $id"
 
+# A DM from a to b is delivered, and a's outbox says so.
+bid=$(weft id --home "$work/b" --json | sed -e 's/.*"id":"\([^"]*\)".*/\1/')
+dm=$(inspect "$work/a" --method tools/call --tool-name dm --tool-arg "to=$bid" \
+	--tool-arg 'content={"text":"hello b"}') || fail "dm from a"
+dmid=$(sed -n 's/.*"id": "\([a-z0-9]*\)".*/\1/p' <<<"$dm" | head -1)
+[ -n "$dmid" ] || fail "dm answered no id: $dm"
+delivered() { inspect "$work/a" --method tools/call --tool-name outbox --tool-arg state=delivered | grep -q "$dmid"; }
+poll 30 "the DM in a's outbox as delivered" delivered
+echo "ok outbox on a shows $dmid delivered"
+
 # Bad arguments: tool errors (isError in the result; the Inspector's exit
 # status is not relied on).
 for args in "--tool-name send --tool-arg space=lab --tool-arg content=[1]" \
 	"--tool-name send --tool-arg content={}" \
-	"--tool-name dm --tool-arg to=nobody --tool-arg content={}"; do
+	"--tool-name dm --tool-arg to=nobody --tool-arg content={}" \
+	"--tool-name outbox --tool-arg state=lost"; do
 	# shellcheck disable=SC2086
 	out=$(inspect "$work/a" --method tools/call $args || true)
 	grep -q '"isError": true' <<<"$out" || fail "$args: no tool error in: $out"
