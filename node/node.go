@@ -70,6 +70,9 @@ type Node struct {
 	recent     recentCache // received messages, decoded (recent.go)
 	group      groupCommit // received messages waiting to be stored (group.go)
 
+	// bg is the node's own context, for work it starts in the background;
+	// Close cancels it (cancel) and waits for that work (wg).
+	bg     context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	once   sync.Once
@@ -124,6 +127,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.handlers.rel = trust
 	n.handlers.self, n.handlers.tracer, n.handlers.metrics = id, n.tracer, cfg.Metrics
 	n.handlers.tracing = cfg.Tracer != nil
+	n.bg, n.cancel = context.WithCancel(context.Background())
 	defer func() {
 		if err != nil {
 			n.Close()
@@ -135,10 +139,14 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err := n.recountInbox(ctx); err != nil {
 		return nil, fmt.Errorf("count the inbox: %w", err)
 	}
-	var bg context.Context
-	bg, n.cancel = context.WithCancel(context.Background())
-	n.wg.Go(func() { n.reconnectKnownPeers(bg) })
-	n.wg.Go(func() { n.outbox.Run(bg) })
+	for _, s := range n.private.all() {
+		if s.sealed() {
+			// A member may have left while this node, an admin, was down.
+			n.rotateLater(s.graph.Space(), s)
+		}
+	}
+	n.wg.Go(func() { n.reconnectKnownPeers(n.bg) })
+	n.wg.Go(func() { n.outbox.Run(n.bg) })
 	return n, nil
 }
 

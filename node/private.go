@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 
@@ -52,6 +53,17 @@ func (ps *privSpaces) get(id protocol.ID) *privSpace {
 	ps.mu.RLock()
 	defer ps.mu.RUnlock()
 	return ps.spaces[id]
+}
+
+// all returns the private spaces joined.
+func (ps *privSpaces) all() []*privSpace {
+	ps.mu.RLock()
+	defer ps.mu.RUnlock()
+	out := make([]*privSpace, 0, len(ps.spaces))
+	for _, s := range ps.spaces {
+		out = append(out, s)
+	}
+	return out
 }
 
 func (ps *privSpaces) set(s *privSpace) {
@@ -303,7 +315,7 @@ func (n *Node) decidePrivate(s *privSpace, m *protocol.Message, via string) (boo
 	}
 	if len(missing) > 0 {
 		if via == "admit" {
-			return false, errorf(api.CodeNotMember, "private space %s: the join's parents are unknown here", m.Space)
+			return false, errorf(api.CodeNotMember, "private space %s: the presented message's parents are unknown here", m.Space)
 		}
 		s.hold(m, missing)
 		return false, nil
@@ -377,10 +389,12 @@ func (n *Node) accepted(ctx context.Context, s *privSpace, m *protocol.Message) 
 			n.shareWithJoiner(ctx, space, s, p)
 		})
 	}
+	dropped := false
 	for _, e := range before.Members() {
 		if st.IsMember(e.Peer) || e.Peer == n.mesh.ID() {
 			continue
 		}
+		dropped = true
 		// It announced its subscription while a member: make it announce
 		// again, to be filtered. If this node removed it, tell it so
 		// (gossip no longer reaches it), so that its daemon stops posting.
@@ -395,6 +409,10 @@ func (n *Node) accepted(ctx context.Context, s *privSpace, m *protocol.Message) 
 				}
 			})
 		}
+	}
+	if dropped && s.sealed() {
+		// One who left (a leave carries no rekey) holds the current key.
+		n.rotateLater(m.Space, s)
 	}
 }
 
@@ -682,7 +700,9 @@ func (n *Node) inviteContacts(ctx context.Context, inv member.Invite) []peer.ID 
 
 // presentedJoin decides a join a peer presents (mesh/admit): a valid join
 // of that peer, by a valid invite, in a private space this node is in.
-// It is stored and published to the members.
+// It is stored and published to the members. A leave of its sender, and
+// the removal of this node by the member that made it, may be presented
+// too.
 func (n *Node) presentedJoin(ctx context.Context, from peer.ID, wire []byte) error {
 	m, err := protocol.Validate(wire, time.Now(), n.cfg.Limits)
 	if err != nil {
@@ -714,8 +734,22 @@ func (n *Node) presentedJoin(ctx context.Context, from peer.ID, wire []byte) err
 		}
 		return nil
 	}
+	if c.Op == member.OpLeave {
+		// A member leaving, who stops taking part once it has told one
+		// member; the rules decide it as any change.
+		if m.Sender() != from {
+			return errorf(api.CodeNotMember, "only a leave of its sender may be presented")
+		}
+		if _, _, err := n.ingestPrivate(ctx, s, m, "admit"); err != nil {
+			return err
+		}
+		if err := n.mesh.Publish(ctx, m); err != nil {
+			n.log.Debug("publish presented leave", "id", m.ID, "err", err)
+		}
+		return nil
+	}
 	if c.Op != member.OpJoin {
-		return errorf(api.CodeNotMember, "only a join, or the removal of this node, may be presented")
+		return errorf(api.CodeNotMember, "only a join or a leave of its sender, or the removal of this node, may be presented")
 	}
 	// The invite must also be live by this node's clock, not only by the
 	// join's created_at, which its sender chose.
@@ -805,4 +839,61 @@ func (n *Node) privateByName(name string) (store.Space, error) {
 		}
 	}
 	return store.Space{}, store.ErrNotFound
+}
+
+// leavePrivate announces that this node leaves private space sp, before
+// it leaves locally: a signed leave (PRIVATE.md), published and presented
+// to each member connected, so that it reaches them although this node
+// stops taking part at once. A sealed space's admins then rotate its key
+// (rotateIfExposed). It does nothing for an open space, for the owner
+// (who cannot leave: the space stays its own; it leaves only locally), or
+// for a node no longer a member. It fails, announcing nothing, when no
+// other member is connected to hear it: leaving then would leave the
+// others counting this node a member.
+func (n *Node) leavePrivate(ctx context.Context, sp Space) error {
+	s := n.private.get(sp.ID)
+	if s == nil {
+		return nil
+	}
+	self := n.mesh.ID()
+	st := s.current.Load()
+	if !st.IsMember(self) || st.Role(self) == member.Owner || s.removed.Load() {
+		return nil
+	}
+	var reach []peer.ID
+	for _, e := range st.Members() {
+		if e.Peer != self && n.mesh.Host().Network().Connectedness(e.Peer) == network.Connected {
+			reach = append(reach, e.Peer)
+		}
+	}
+	if len(reach) == 0 {
+		return errorf(api.CodeUnreachable, "no other member of %s is connected to hear this node leave: connect to one (weft connect), then leave", sp.Name)
+	}
+	m, err := n.change(ctx, sp.ID.String(), member.Change{Op: member.OpLeave, Peer: self.String()})
+	if err != nil {
+		return err
+	}
+	wire := m.Wire()
+	ctx, cancel := context.WithTimeout(ctx, admit.Timeout)
+	defer cancel()
+	var (
+		wg    sync.WaitGroup
+		heard atomic.Int32
+	)
+	for _, p := range reach {
+		wg.Go(func() {
+			if err := admit.Present(ctx, n.mesh.Host(), p, wire); err != nil {
+				n.log.Debug("private space: present the leave", "peer", p, "err", err)
+				return
+			}
+			heard.Add(1)
+		})
+	}
+	wg.Wait()
+	if heard.Load() == 0 {
+		// Gossip may still have carried it; sync cannot, once this node
+		// has left.
+		n.log.Warn("private space: no member confirmed this node's leave", "space", sp.ID, "tried", len(reach))
+	}
+	return nil
 }

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/weftmesh/weft/mesh/admit"
 	"github.com/weftmesh/weft/protocol"
 	"github.com/weftmesh/weft/protocol/api"
 	"github.com/weftmesh/weft/protocol/member"
@@ -328,4 +330,107 @@ func (n *Node) shareWithJoiner(ctx context.Context, space protocol.ID, s *privSp
 		return
 	}
 	n.log.Debug("sealed space: keys shared with a joiner", "space", space, "peer", p, "epochs", epochs)
+}
+
+// rotateStagger is how long each admin after the first waits, in rank
+// order, before it rotates a sealed space's key for a member who left:
+// the owner (or the first admin online) usually does it alone, and the
+// others find it done (duplicates would be harmless, only wasteful).
+const rotateStagger = 3 * time.Second
+
+// givenTo returns the peers the key of epoch was given to.
+func (k *keyring) givenTo(epoch uint64) []peer.ID {
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	out := make([]peer.ID, 0, len(k.shared[epoch]))
+	for p := range k.shared[epoch] {
+		out = append(out, p)
+	}
+	return out
+}
+
+// exposed returns a peer that holds the newest epoch key of sealed space
+// s, the one its members send in, but is no longer a member of st: it
+// left (a leave carries no rekey), or a removal was made without one. ""
+// if there is none.
+func (s *privSpace) exposed(st *member.State) peer.ID {
+	epoch, _, ok := s.keys.current()
+	if !ok {
+		return ""
+	}
+	for _, p := range s.keys.givenTo(epoch) {
+		if !st.IsMember(p) {
+			return p
+		}
+	}
+	return ""
+}
+
+// rotateRank is this node's place among the peers that may rotate s's
+// key (owner, then admins by peer ID), or -1 if it may not.
+func rotateRank(st *member.State, self peer.ID) int {
+	rank := 0
+	for _, e := range st.Members() { // the owner first, then admins by peer ID
+		if e.Role.Power() < member.Admin.Power() {
+			break
+		}
+		if e.Peer == self {
+			return rank
+		}
+		rank++
+	}
+	return -1
+}
+
+// rotateIfExposed gives sealed space s a new epoch key when someone who
+// is no longer a member holds the current one (see exposed), if this node
+// may (an admin or the owner): a key message wraps the next epoch to
+// every member, and from then on members send in it. The admins wait
+// their turn (rotateStagger) and look again first, so one of them usually
+// does it. It runs on its own goroutine (Send takes s.mu).
+func (n *Node) rotateIfExposed(ctx context.Context, space protocol.ID, s *privSpace) {
+	self := n.mesh.ID()
+	st := s.current.Load()
+	rank := rotateRank(st, self)
+	if !s.sealed() || rank < 0 || s.exposed(st) == "" {
+		return
+	}
+	if rank > 0 {
+		t := time.NewTimer(time.Duration(rank) * rotateStagger)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return
+		}
+		st = s.current.Load()
+	}
+	gone := s.exposed(st)
+	if gone == "" || rotateRank(st, self) < 0 {
+		return // another admin rotated it meanwhile, or this node is no admin now
+	}
+	ks, err := n.rekey(space, s, *st, "")
+	if err != nil {
+		n.log.Warn("sealed space: rotate the key", "space", space, "err", err)
+		return
+	}
+	content, err := json.Marshal(member.KeyMessage{Keys: []member.KeyShares{*ks}})
+	if err != nil {
+		return
+	}
+	if _, err := n.Send(ctx, space, Post{Type: member.TypeKey, Content: content}); err != nil {
+		n.log.Warn("sealed space: rotate the key", "space", space, "err", err)
+		return
+	}
+	n.log.Info("sealed space: key rotated", "space", space, "epoch", ks.Epoch, "former_member", gone)
+}
+
+// rotateLater runs rotateIfExposed for space s on the node's wait group,
+// bounded in time.
+func (n *Node) rotateLater(space protocol.ID, s *privSpace) {
+	n.wg.Go(func() {
+		ctx, cancel := context.WithTimeout(n.bg, admit.Timeout+8*rotateStagger)
+		defer cancel()
+		n.rotateIfExposed(ctx, space, s)
+	})
 }

@@ -167,10 +167,14 @@ func (n *Node) SetSpaceLimits(ref string, l store.SpaceLimits) (Space, error) {
 }
 
 // Leave leaves a joined space (by name or ID); its messages stay until
-// swept.
-func (n *Node) Leave(ref string) error {
+// swept. A member of a private space first tells the other members it
+// leaves (leavePrivate).
+func (n *Node) Leave(ctx context.Context, ref string) error {
 	sp, err := n.Space(ref)
 	if err != nil {
+		return err
+	}
+	if err := n.leavePrivate(ctx, sp); err != nil {
 		return err
 	}
 	if err := n.mesh.LeaveSpace(sp.ID); err != nil {

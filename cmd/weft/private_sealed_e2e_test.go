@@ -388,3 +388,81 @@ func firstAddr(t *testing.T, c cli) string {
 	}
 	return n.Addrs[0]
 }
+
+// TestSealedLeave: `weft leave` of a sealed space tells the members, and
+// the owner rotates the key: what A sends after it cannot be decrypted
+// with any key X was ever given (every share to X and invite key for X
+// that A's store holds), while B, who stayed, reads it; X's keys do open
+// what was sent before it left (so the check can fail).
+func TestSealedLeave(t *testing.T) {
+	a, b, x := newCLI(t), newCLI(t), newCLI(t)
+	var ds []*testbed.Daemon
+	for _, c := range []cli{a, b, x} {
+		ds = append(ds, startDaemon(t, c, "--listen", "/ip4/127.0.0.1/tcp/0"))
+	}
+	bID, _ := b.id()
+	xID, _ := x.id()
+	sid := strings.TrimSpace(a.OK("create", "audit", "--sealed"))
+	space, _ := protocol.ParseID(sid)
+	b.OK("join", "--invite", strings.TrimSpace(a.OK("invite", "audit", bID)))
+	x.OK("join", "--invite", strings.TrimSpace(a.OK("invite", "audit", xID)))
+	a.OK("send", "audit", "--text", "before")
+	x.waitFor("x reads before", func() bool { return has(texts(x.readJSON("audit")), "before") })
+	keyMessages := func(c cli) int {
+		n := 0
+		for _, m := range c.readJSON("audit") {
+			if m.Type == member.TypeKey {
+				n++
+			}
+		}
+		return n
+	}
+	keysBefore := keyMessages(a)
+
+	if out := x.OK("leave", "audit"); !strings.Contains(out, "left audit") {
+		t.Fatalf("weft leave: %q", out)
+	}
+	for _, c := range []cli{a, b} {
+		c.waitFor("x gone from the members on "+c.Home, func() bool { _, ok := c.membersOf("audit")[xID]; return !ok })
+	}
+	a.waitFor("a's key rotation", func() bool { return keyMessages(a) > keysBefore })
+	secret := "after-" + hex.EncodeToString(randBytes(t, 8))
+	sent := a.OK("send", "audit", "--text", secret, "--print-json")
+	var sm api.Message
+	if err := json.Unmarshal([]byte(sent), &sm); err != nil {
+		t.Fatalf("send --json: %v: %s", err, sent)
+	}
+	b.waitFor("b reads the message sent after the leave", func() bool { return has(texts(b.readJSON("audit")), secret) })
+	b.OK("send", "audit", "--text", "b after")
+	a.waitFor("a reads b's", func() bool { return has(texts(a.readJSON("audit")), "b after") })
+
+	stopAll(t, ds...)
+	id, _ := protocol.ParseID(sm.ID)
+	held := storedMessages(t, a.Home, space)
+	var after *protocol.Message
+	for _, m := range held {
+		if m.ID == id {
+			after = m
+		}
+	}
+	if after == nil {
+		t.Fatalf("a does not hold its message %s", id)
+	}
+	xKeys := heldKeys(t, identity(t, x), held)
+	if text, ok := opens(after, xKeys); ok {
+		t.Fatalf("the keys x was given (%d epochs) open a message sent after it left: %s", len(xKeys), text)
+	}
+	opened := false
+	for _, m := range held {
+		if text, ok := opens(m, xKeys); ok && strings.Contains(text, "before") {
+			opened = true
+		}
+	}
+	if !opened {
+		t.Fatal("the keys x was given open nothing: the check proves nothing")
+	}
+	bKeys := heldKeys(t, identity(t, b), storedMessages(t, b.Home, space))
+	if text, ok := opens(after, bKeys); !ok || !strings.Contains(text, secret) {
+		t.Fatalf("b's keys do not open the message sent after the leave: %q %v", text, ok)
+	}
+}

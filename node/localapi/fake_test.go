@@ -114,7 +114,7 @@ func (f *fake) SetSpaceLimits(ref string, l store.SpaceLimits) (node.Space, erro
 	sp.Limits, sp.Limit = l, l
 	return sp, f.fail()
 }
-func (f *fake) Leave(ref string) error {
+func (f *fake) Leave(_ context.Context, ref string) error {
 	if _, err := f.Space(ref); err != nil {
 		return err
 	}

@@ -53,7 +53,7 @@ type Backend interface {
 	SpaceID(ref string) (protocol.ID, error)
 	Join(name string, keep *store.Retention) (node.Space, bool, error)
 	SetSpaceLimits(ref string, l store.SpaceLimits) (node.Space, error)
-	Leave(ref string) error
+	Leave(ctx context.Context, ref string) error
 	Send(ctx context.Context, space protocol.ID, p node.Post) (node.Message, error)
 	Read(space protocol.ID, after store.Cursor, limit int) ([]node.Message, store.Cursor, error)
 	End(space protocol.ID) (store.Cursor, error)

@@ -169,7 +169,7 @@ func (a *API) join(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) leave(w http.ResponseWriter, r *http.Request) {
-	if err := a.b.Leave(r.PathValue("space")); err != nil {
+	if err := a.b.Leave(r.Context(), r.PathValue("space")); err != nil {
 		writeErr(w, err)
 		return
 	}
