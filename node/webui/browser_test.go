@@ -306,6 +306,8 @@ func TestBrowser(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`#dm-form button`)),
 	)
 	waitText(t, ctx, "#dm-result", "delivered")
+	waitText(t, ctx, "#sent", "response") // the answer, in the sent log
+	waitText(t, ctx, "#sent", "bob")
 	testbed.Poll(t, 30*time.Second, "the page's answer in the other daemon's inbox", func() (bool, string) {
 		out := b.OK("inbox", "--json")
 		for _, line := range strings.Split(out, "\n") {

@@ -496,6 +496,9 @@ function followInbox() {
   };
 }
 
+// SENT_SHOWN is how many delivered direct messages the page lists.
+const SENT_SHOWN = 50;
+
 async function refreshOutbox() {
   const out = await api('GET', '/outbox');
   $('#outbox-count').textContent = `(${out.messages.length})`;
@@ -503,6 +506,14 @@ async function refreshOutbox() {
     peerLabel(o.to), dateTime(o.created), String(o.attempts), o.next_try ? time(o.next_try) : '',
     o.last_error || '', dateTime(o.deadline),
   ]), 6, 'nothing waiting');
+  // The sent log lists oldest first and keeps at most 1,000: the newest
+  // SENT_SHOWN, newest first.
+  const sent = await api('GET', '/sent?limit=1000');
+  const recent = sent.messages.slice(-SENT_SHOWN).reverse();
+  $('#sent-count').textContent = `(${sent.messages.length})`;
+  rows($('#sent tbody'), recent.map(o => [
+    peerLabel(o.to), o.kind || '', dateTime(o.created), String(o.attempts), dateTime(o.delivered_at),
+  ]), 5, 'none yet');
   const dead = await api('GET', '/deadletters?limit=100');
   $('#dead-count').textContent = `(${dead.messages.length})`;
   rows($('#dead tbody'), dead.messages.map(o => [
