@@ -247,6 +247,9 @@ func TestBrowser(t *testing.T) {
 		}
 		return false, out
 	})
+	// The space's own history sync: in sync, its last session with bob.
+	waitText(t, ctx, "#space-meta", "in sync")
+	waitText(t, ctx, "#space-meta", "with bob")
 	screenshot(t, ctx, "ui-space")
 
 	// Two messages sent at once on both daemons (each follows what its

@@ -193,7 +193,8 @@ async function refreshPeers() {
 // ---- spaces ----
 
 async function refreshSpaces() {
-  const { spaces } = await api('GET', '/spaces');
+  // /status lists the spaces with what history sync does for each.
+  const { spaces } = await api('GET', '/status');
   spaces.sort((a, b) => a.name.localeCompare(b.name));
   st.spaces = spaces;
   const ul = $('#spaces');
@@ -212,10 +213,30 @@ async function refreshSpaces() {
   }
 }
 
+// SYNC_STATES says each history sync state of a space (api.Sync*) to a
+// person.
+const SYNC_STATES = {
+  in_sync: 'in sync', catching_up: 'catching up', syncing: 'syncing',
+  failed: 'sync failed', not_synced: 'not synced yet',
+};
+
+// syncText describes a space's history sync: its state, what is left to
+// fetch, and the last session (with whom, what it fetched, why it failed).
+function syncText(y) {
+  if (!y) return '';
+  const parts = [SYNC_STATES[y.state] || y.state];
+  if (y.left > 0) parts.push(`${plural(y.left, 'message')} left to fetch`);
+  if (y.last_end) {
+    let last = `last session ${time(y.last_end)}` + (y.last_peer ? ` with ${cardName(y.last_peer)}` : '') + `: ${plural(y.last_received, 'message')} fetched`;
+    if (y.last_error) last += ` (${y.last_error})`;
+    parts.push(last);
+  }
+  return parts.join(', ');
+}
+
 function spaceMeta() {
   const s = st.current;
-  const sync = st.node && st.node.sync ? (st.node.sync.active ? 'syncing' : 'in sync (idle)') : '';
-  $('#space-meta').textContent = `${plural(s.messages, 'message')} · ${plural(s.peers, 'peer')} in its topic · ${bytes(s.bytes)} · ${sync}`;
+  $('#space-meta').textContent = `${plural(s.messages, 'message')} · ${plural(s.peers, 'peer')} in its topic · ${bytes(s.bytes)} · ${syncText(s.sync)}`;
 }
 
 function openSpace(s) {
