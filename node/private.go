@@ -37,6 +37,10 @@ import (
 // parents; beyond it new ones are dropped (sync fetches them again).
 const maxHeld = 100_000
 
+// leaverGrace is how long a member that took in a leave waits before it
+// drops the leaver's connections: long enough to answer a presented one.
+const leaverGrace = 2 * time.Second
+
 // DefaultInviteTTL is how long an invite lasts when no expiry is given.
 const DefaultInviteTTL = 24 * time.Hour
 
@@ -82,6 +86,12 @@ type privSpace struct {
 	genesis member.Genesis
 	current atomic.Pointer[member.State] // membership after every message held
 	removed atomic.Bool                  // this node was told of its removal (see presentedJoin)
+	// leave is this node's signed leave while no member has confirmed it
+	// (see leavePrivate); nil otherwise.
+	leave atomic.Pointer[[]byte]
+	// rotating serialises this node's key rotations of a sealed space, so
+	// that changes taken in together make one new epoch (sealed.go).
+	rotating sync.Mutex
 	// contacts are the members a joiner met through its invite: taken
 	// part with before this node has the history that makes them members.
 	contacts sync.Map // peer.ID → true
@@ -398,6 +408,22 @@ func (n *Node) accepted(ctx context.Context, s *privSpace, m *protocol.Message) 
 		// It announced its subscription while a member: make it announce
 		// again, to be filtered. If this node removed it, tell it so
 		// (gossip no longer reaches it), so that its daemon stops posting.
+		if e.Peer == m.Sender() {
+			// It left, and may be waiting for this node's answer to the
+			// leave it presented (mesh/admit): cut it off once the answer
+			// is out (it stops taking part itself).
+			p := e.Peer
+			n.wg.Go(func() {
+				t := time.NewTimer(leaverGrace)
+				defer t.Stop()
+				select {
+				case <-t.C:
+					_ = n.mesh.DropPeer(p)
+				case <-n.bg.Done():
+				}
+			})
+			continue
+		}
 		_ = n.mesh.DropPeer(e.Peer)
 		if m.Sender() == n.mesh.ID() && member.IsControl(m) {
 			p, wire := e.Peer, m.Wire()
@@ -740,8 +766,9 @@ func (n *Node) presentedJoin(ctx context.Context, from peer.ID, wire []byte) err
 		if m.Sender() != from {
 			return errorf(api.CodeNotMember, "only a leave of its sender may be presented")
 		}
-		if _, _, err := n.ingestPrivate(ctx, s, m, "admit"); err != nil {
-			return err
+		_, added, err := n.ingestPrivate(ctx, s, m, "admit")
+		if err != nil || !added {
+			return err // a leave held already is not spread again
 		}
 		if err := n.mesh.Publish(ctx, m); err != nil {
 			n.log.Debug("publish presented leave", "id", m.ID, "err", err)
@@ -857,7 +884,8 @@ func (n *Node) leavePrivate(ctx context.Context, sp Space) error {
 	}
 	self := n.mesh.ID()
 	st := s.current.Load()
-	if !st.IsMember(self) || st.Role(self) == member.Owner || s.removed.Load() {
+	wire := s.leave.Load() // a leave signed by an attempt no member confirmed
+	if wire == nil && (!st.IsMember(self) || st.Role(self) == member.Owner || s.removed.Load()) {
 		return nil
 	}
 	var reach []peer.ID
@@ -869,11 +897,15 @@ func (n *Node) leavePrivate(ctx context.Context, sp Space) error {
 	if len(reach) == 0 {
 		return errorf(api.CodeUnreachable, "no other member of %s is connected to hear this node leave: connect to one (weft connect), then leave", sp.Name)
 	}
-	m, err := n.change(ctx, sp.ID.String(), member.Change{Op: member.OpLeave, Peer: self.String()})
-	if err != nil {
-		return err
+	if wire == nil {
+		m, err := n.change(ctx, sp.ID.String(), member.Change{Op: member.OpLeave, Peer: self.String()})
+		if err != nil {
+			return err
+		}
+		w := m.Wire()
+		wire = &w
+		s.leave.Store(wire)
 	}
-	wire := m.Wire()
 	ctx, cancel := context.WithTimeout(ctx, admit.Timeout)
 	defer cancel()
 	var (
@@ -882,7 +914,7 @@ func (n *Node) leavePrivate(ctx context.Context, sp Space) error {
 	)
 	for _, p := range reach {
 		wg.Go(func() {
-			if err := admit.Present(ctx, n.mesh.Host(), p, wire); err != nil {
+			if err := admit.Present(ctx, n.mesh.Host(), p, *wire); err != nil {
 				n.log.Debug("private space: present the leave", "peer", p, "err", err)
 				return
 			}
@@ -891,9 +923,10 @@ func (n *Node) leavePrivate(ctx context.Context, sp Space) error {
 	}
 	wg.Wait()
 	if heard.Load() == 0 {
-		// Gossip may still have carried it; sync cannot, once this node
-		// has left.
-		n.log.Warn("private space: no member confirmed this node's leave", "space", sp.ID, "tried", len(reach))
+		// A member lacking one of the leave's parents refuses it until
+		// sync brings them, and sync needs this node in the space.
+		return errorf(api.CodeUnreachable, "no member of %s confirmed this node's leave (%d tried): the leave is signed and the node stays in the space, so that sync brings it to them; run weft leave again to finish", sp.Name, len(reach))
 	}
+	s.leave.Store(nil)
 	return nil
 }

@@ -338,6 +338,13 @@ func (n *Node) shareWithJoiner(ctx context.Context, space protocol.ID, s *privSp
 // others find it done (duplicates would be harmless, only wasteful).
 const rotateStagger = 3 * time.Second
 
+// newest returns the highest epoch seen in any share.
+func (k *keyring) newest() uint64 {
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	return k.top
+}
+
 // givenTo returns the peers the key of epoch was given to.
 func (k *keyring) givenTo(epoch uint64) []peer.ID {
 	k.mu.RLock()
@@ -350,17 +357,20 @@ func (k *keyring) givenTo(epoch uint64) []peer.ID {
 }
 
 // exposed returns a peer that holds the newest epoch key of sealed space
-// s, the one its members send in, but is no longer a member of st: it
-// left (a leave carries no rekey), or a removal was made without one. ""
-// if there is none.
+// s, the one its members send in (or a newer one this node has seen
+// given but lacks), but is no longer a member of st: it left (a leave
+// carries no rekey), or a removal was made without one. "" if there is
+// none.
 func (s *privSpace) exposed(st *member.State) peer.ID {
 	epoch, _, ok := s.keys.current()
 	if !ok {
 		return ""
 	}
-	for _, p := range s.keys.givenTo(epoch) {
-		if !st.IsMember(p) {
-			return p
+	for _, e := range []uint64{epoch, s.keys.newest()} {
+		for _, p := range s.keys.givenTo(e) {
+			if !st.IsMember(p) {
+				return p
+			}
 		}
 	}
 	return ""
@@ -395,19 +405,23 @@ func (n *Node) rotateIfExposed(ctx context.Context, space protocol.ID, s *privSp
 	if !s.sealed() || rank < 0 || s.exposed(st) == "" {
 		return
 	}
-	if rank > 0 {
-		t := time.NewTimer(time.Duration(rank) * rotateStagger)
+	if wait := rotateWait(rank); wait > 0 {
+		t := time.NewTimer(wait)
 		defer t.Stop()
 		select {
 		case <-t.C:
 		case <-ctx.Done():
 			return
 		}
-		st = s.current.Load()
 	}
+	// One rotation at a time: one that waited here finds the epoch the
+	// last one made, and nothing left to do.
+	s.rotating.Lock()
+	defer s.rotating.Unlock()
+	st = s.current.Load()
 	gone := s.exposed(st)
-	if gone == "" || rotateRank(st, self) < 0 {
-		return // another admin rotated it meanwhile, or this node is no admin now
+	if gone == "" || rotateRank(st, self) < 0 || ctx.Err() != nil {
+		return // rotated meanwhile, or this node is no admin now, or it stops
 	}
 	ks, err := n.rekey(space, s, *st, "")
 	if err != nil {
@@ -418,6 +432,7 @@ func (n *Node) rotateIfExposed(ctx context.Context, space protocol.ID, s *privSp
 	if err != nil {
 		return
 	}
+	// Send takes the key message in (learnKeys) before it returns.
 	if _, err := n.Send(ctx, space, Post{Type: member.TypeKey, Content: content}); err != nil {
 		n.log.Warn("sealed space: rotate the key", "space", space, "err", err)
 		return
@@ -425,11 +440,20 @@ func (n *Node) rotateIfExposed(ctx context.Context, space protocol.ID, s *privSp
 	n.log.Info("sealed space: key rotated", "space", space, "epoch", ks.Epoch, "former_member", gone)
 }
 
+// maxRotateTurns bounds the turns an admin waits (rotateStagger each):
+// past it, the admins of higher rank look together.
+const maxRotateTurns = 8
+
+// rotateWait is how long the admin of rank waits before it rotates.
+func rotateWait(rank int) time.Duration {
+	return time.Duration(min(rank, maxRotateTurns)) * rotateStagger
+}
+
 // rotateLater runs rotateIfExposed for space s on the node's wait group,
 // bounded in time.
 func (n *Node) rotateLater(space protocol.ID, s *privSpace) {
 	n.wg.Go(func() {
-		ctx, cancel := context.WithTimeout(n.bg, admit.Timeout+8*rotateStagger)
+		ctx, cancel := context.WithTimeout(n.bg, admit.Timeout+rotateWait(maxRotateTurns))
 		defer cancel()
 		n.rotateIfExposed(ctx, space, s)
 	})

@@ -390,11 +390,20 @@ func firstAddr(t *testing.T, c cli) string {
 }
 
 // TestSealedLeave: `weft leave` of a sealed space tells the members, and
-// the owner rotates the key: what A sends after it cannot be decrypted
-// with any key X was ever given (every share to X and invite key for X
-// that A's store holds), while B, who stayed, reads it; X's keys do open
-// what was sent before it left (so the check can fail).
+// a key rotation follows: what is sent after it cannot be decrypted with
+// any key X was ever given (every share to X and invite key for X that
+// the rotating node's store holds), while those who stayed read it; X's
+// keys do open what was sent before it left (so the check can fail). The
+// owner rotates at once; with the owner down, an admin does, in its turn.
 func TestSealedLeave(t *testing.T) {
+	for _, ownerDown := range []bool{false, true} {
+		t.Run(map[bool]string{false: "owner rotates", true: "admin rotates"}[ownerDown], func(t *testing.T) {
+			sealedLeave(t, ownerDown)
+		})
+	}
+}
+
+func sealedLeave(t *testing.T, ownerDown bool) {
 	a, b, x := newCLI(t), newCLI(t), newCLI(t)
 	var ds []*testbed.Daemon
 	for _, c := range []cli{a, b, x} {
@@ -404,10 +413,19 @@ func TestSealedLeave(t *testing.T) {
 	xID, _ := x.id()
 	sid := strings.TrimSpace(a.OK("create", "audit", "--sealed"))
 	space, _ := protocol.ParseID(sid)
-	b.OK("join", "--invite", strings.TrimSpace(a.OK("invite", "audit", bID)))
+	b.OK("join", "--invite", strings.TrimSpace(a.OK("invite", "audit", bID, "--role", "admin")))
 	x.OK("join", "--invite", strings.TrimSpace(a.OK("invite", "audit", xID)))
 	a.OK("send", "audit", "--text", "before")
 	x.waitFor("x reads before", func() bool { return has(texts(x.readJSON("audit")), "before") })
+	b.waitFor("b sees x", func() bool { _, ok := b.membersOf("audit")[xID]; return ok })
+	// rot is the node that rotates, stays the one that sends after.
+	rot, stay := a, b
+	if ownerDown {
+		if err := ds[0].Stop(); err != nil {
+			t.Fatal(err)
+		}
+		rot, stay = b, b
+	}
 	keyMessages := func(c cli) int {
 		n := 0
 		for _, m := range c.readJSON("audit") {
@@ -417,28 +435,26 @@ func TestSealedLeave(t *testing.T) {
 		}
 		return n
 	}
-	keysBefore := keyMessages(a)
+	keysBefore := keyMessages(rot)
 
 	if out := x.OK("leave", "audit"); !strings.Contains(out, "left audit") {
 		t.Fatalf("weft leave: %q", out)
 	}
-	for _, c := range []cli{a, b} {
-		c.waitFor("x gone from the members on "+c.Home, func() bool { _, ok := c.membersOf("audit")[xID]; return !ok })
-	}
-	a.waitFor("a's key rotation", func() bool { return keyMessages(a) > keysBefore })
+	rot.waitFor("x gone from the members on "+rot.Home, func() bool { _, ok := rot.membersOf("audit")[xID]; return !ok })
+	rot.waitFor("the key rotation", func() bool { return keyMessages(rot) > keysBefore })
 	secret := "after-" + hex.EncodeToString(randBytes(t, 8))
-	sent := a.OK("send", "audit", "--text", secret, "--print-json")
+	sent := rot.OK("send", "audit", "--text", secret, "--print-json")
 	var sm api.Message
 	if err := json.Unmarshal([]byte(sent), &sm); err != nil {
 		t.Fatalf("send --json: %v: %s", err, sent)
 	}
-	b.waitFor("b reads the message sent after the leave", func() bool { return has(texts(b.readJSON("audit")), secret) })
-	b.OK("send", "audit", "--text", "b after")
-	a.waitFor("a reads b's", func() bool { return has(texts(a.readJSON("audit")), "b after") })
+	if !ownerDown {
+		stay.waitFor("b reads the message sent after the leave", func() bool { return has(texts(stay.readJSON("audit")), secret) })
+	}
 
 	stopAll(t, ds...)
 	id, _ := protocol.ParseID(sm.ID)
-	held := storedMessages(t, a.Home, space)
+	held := storedMessages(t, rot.Home, space)
 	var after *protocol.Message
 	for _, m := range held {
 		if m.ID == id {
@@ -446,7 +462,7 @@ func TestSealedLeave(t *testing.T) {
 		}
 	}
 	if after == nil {
-		t.Fatalf("a does not hold its message %s", id)
+		t.Fatalf("%s does not hold its message %s", rot.Home, id)
 	}
 	xKeys := heldKeys(t, identity(t, x), held)
 	if text, ok := opens(after, xKeys); ok {
@@ -461,7 +477,7 @@ func TestSealedLeave(t *testing.T) {
 	if !opened {
 		t.Fatal("the keys x was given open nothing: the check proves nothing")
 	}
-	bKeys := heldKeys(t, identity(t, b), storedMessages(t, b.Home, space))
+	bKeys := heldKeys(t, identity(t, stay), storedMessages(t, stay.Home, space))
 	if text, ok := opens(after, bKeys); !ok || !strings.Contains(text, secret) {
 		t.Fatalf("b's keys do not open the message sent after the leave: %q %v", text, ok)
 	}
