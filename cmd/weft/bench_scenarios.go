@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -635,6 +636,15 @@ func benchInvoke(ctx context.Context, b *bench, r *invokeResult) error {
 	}
 	defer b.stop(ds...)
 	a, h := ds[0], ds[1]
+	if b.profile != "" {
+		// The bench process is one end of every call (the caller and the
+		// handler agent): its CPU counts as the agents' share.
+		p, err := startProfile(filepath.Join(b.profile, "bench-invoke"))
+		if err != nil {
+			return err
+		}
+		defer p.stop()
+	}
 	// Handlers take calls from trusted peers (by default): h trusts a.
 	if _, err := h.c.Trust(ctx, a.info.ID, "bench caller"); err != nil {
 		return fmt.Errorf("trust: %w", err)
