@@ -2,6 +2,7 @@ package client
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"net/url"
 	"sync"
 
+	"github.com/weftmesh/weft/internal/framejson"
 	"github.com/weftmesh/weft/protocol/api"
 )
 
@@ -44,7 +46,9 @@ func (c *Client) InvokeStream(ctx context.Context, req api.InvokeRequest, fn fun
 			continue
 		}
 		var f api.Frame
-		if err := json.Unmarshal(sc.Bytes(), &f); err != nil {
+		if seq, kind, data, ok := framejson.ParseFrame(sc.Bytes()); ok { // a delta, say: no reflection
+			f = api.Frame{Seq: seq, Kind: kind, Data: bytes.Clone(data)}
+		} else if err := json.Unmarshal(sc.Bytes(), &f); err != nil {
 			return fmt.Errorf("decode frame: %w", err)
 		}
 		if f.Kind == "error" {
@@ -256,7 +260,16 @@ func newFrameBatcher(w io.Writer) *frameBatcher {
 }
 
 func (b *frameBatcher) send(r api.Reply) error {
-	line, err := marshal(r)
+	var line []byte
+	var err error
+	bare := r.Meta == nil && r.Error == nil // a delta, say: encoded without reflection
+	if bare {
+		line, err = framejson.AppendReply(make([]byte, 0, 32+len(r.Output)), r.Kind, r.Output)
+		bare = !errors.Is(err, framejson.ErrKind)
+	}
+	if !bare {
+		line, err = marshal(r)
+	}
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -128,5 +129,55 @@ func TestServeBatchesDeltas(t *testing.T) {
 	}
 	if w := deltaWrites.Load(); w > 5 {
 		t.Errorf("%d deltas took %d writes, want a few batches", n, w)
+	}
+}
+
+// TestInvokeStreamFrames: every frame reaches fn as the daemon wrote it,
+// whatever its form, and a frame's data stays intact after fn returns (fn
+// may keep it) while the client reads on through far more than its read
+// buffer. The daemon is a fake of POST /v1/invoke.
+func TestInvokeStreamFrames(t *testing.T) {
+	const deltas = 2000
+	pad := strings.Repeat("x", 100)
+	want := []api.Frame{{Seq: 0, Kind: "started"}}
+	for i := 1; i <= deltas; i++ {
+		want = append(want, api.Frame{Seq: uint64(i), Kind: "delta", Data: json.RawMessage(fmt.Sprintf(`{"i":%d,"pad":"%s"}`, i, pad))})
+	}
+	want = append(want,
+		api.Frame{Seq: deltas + 1, Kind: "delta", Data: json.RawMessage(`[2]`)},
+		api.Frame{Seq: deltas + 2, Kind: "delta", Data: json.RawMessage(`"three"`), Meta: map[string]string{"k": "v"}},
+		api.Frame{Seq: deltas + 3, Kind: "final", Data: json.RawMessage(`4`), Meta: map[string]string{"m": "1"}})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		for i, f := range want {
+			if i == deltas+1 { // not as the daemon writes it: the client reads it all the same
+				fmt.Fprintf(w, "{ \"seq\": %d, \"kind\": \"delta\", \"data\": [2] }\n", f.Seq)
+				continue
+			}
+			b, _ := json.Marshal(f)
+			fmt.Fprintf(w, "%s\n", b)
+		}
+	}))
+	defer srv.Close()
+	c := &client.Client{Dial: func(ctx context.Context) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", srv.Listener.Addr().String())
+	}}
+	var got []api.Frame
+	err := c.InvokeStream(t.Context(), api.InvokeRequest{Peer: "p", Name: "n"}, func(f api.Frame) error {
+		got = append(got, f)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d frames, want %d", len(got), len(want))
+	}
+	for i := range want {
+		g, w := got[i], want[i]
+		if g.Seq != w.Seq || g.Kind != w.Kind || string(g.Data) != string(w.Data) || fmt.Sprint(g.Meta) != fmt.Sprint(w.Meta) {
+			t.Fatalf("frame %d = %+v (data %s), want %+v (data %s)", i, g, g.Data, w, w.Data)
+		}
 	}
 }

@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"time"
 
+	"github.com/weftmesh/weft/internal/framejson"
 	"github.com/weftmesh/weft/node"
 	"github.com/weftmesh/weft/protocol"
 	"github.com/weftmesh/weft/protocol/api"
@@ -144,7 +146,9 @@ func (a *API) frames(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		var rep api.Reply
-		if err := json.Unmarshal(line, &rep); err != nil {
+		if kind, out, ok := framejson.ParseReply(bytes.TrimRight(line, "\r\n")); ok { // a delta, say: no reflection
+			rep = api.Reply{Kind: kind, Output: out}
+		} else if err := json.Unmarshal(line, &rep); err != nil {
 			fail("the handler sent a malformed frame", fmt.Sprintf("frame %d: malformed JSON: %v", frames, err))
 			return
 		}
@@ -165,12 +169,17 @@ func (a *API) frames(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// readLine reads one non-empty line of at most limit bytes.
+// readLine reads one non-empty line of at most limit bytes. The line may
+// be br's own buffer: it is valid until br's next read.
 func readLine(br *bufio.Reader, limit int) ([]byte, error) {
 	for {
 		var line []byte
 		for {
 			chunk, err := br.ReadSlice('\n')
+			if line == nil && err == nil && len(chunk) <= limit { // the whole line is buffered
+				line = chunk
+				break
+			}
 			line = append(line, chunk...)
 			if len(line) > limit {
 				return nil, fmt.Errorf("frame over %d bytes", limit)
@@ -271,23 +280,48 @@ func (a *API) invoke(w http.ResponseWriter, r *http.Request) {
 	}
 	defer cs.Close()
 	s := startStream(w, ndjson)
+	var line []byte
 	for first := true; ; first = false {
 		f, err := cs.Next()
 		if err != nil { // io.EOF: the answer ended
 			s.flush()
 			return
 		}
-		out := api.Frame{Seq: f.Seq, Kind: f.Kind, Data: f.Data, Meta: f.Meta, Error: apiErrorBody(f.Error)}
-		if first && anycast {
-			out.Peer, out.Attempts = ar.Peer.String(), apiAttempts(ar.Attempts)
+		var ok bool
+		if b, err := bareFrame(line[:0], f, first && anycast); err == nil {
+			line = b
+			ok = s.write(line)
+		} else {
+			out := api.Frame{Seq: f.Seq, Kind: f.Kind, Data: f.Data, Meta: f.Meta, Error: apiErrorBody(f.Error)}
+			if first && anycast {
+				out.Peer, out.Attempts = ar.Peer.String(), apiAttempts(ar.Attempts)
+			}
+			ok = s.json(out)
 		}
-		if !s.json(out) {
+		if !ok {
 			return // the client left: Close cancels the call
 		}
 		if !cs.Buffered() && !s.flush() {
 			return
 		}
 	}
+}
+
+// errNotBare is bareFrame's answer for a frame with more than seq, kind
+// and data.
+var errNotBare = errors.New("not a bare frame")
+
+// bareFrame appends f's NDJSON line to dst without reflection when it has
+// only seq, kind and data (every delta does), the same bytes as s.json.
+func bareFrame(dst []byte, f protocol.CallFrame, extra bool) ([]byte, error) {
+	if f.Meta != nil || f.Error != nil || extra {
+		return dst, errNotBare
+	}
+	b, err := framejson.AppendFrame(dst, f.Seq, f.Kind, f.Data)
+	if err != nil {
+		return dst, err
+	}
+	return append(b, '\n'), nil
 }
 
 // callsInFlight serves GET /v1/calls: the handlers registered and the

@@ -73,6 +73,8 @@ type Backend interface {
 
 	RegisterHandler(spec node.HandlerSpec) (Handler, error)
 	CallIsStream(id string) (bool, error)
+	// Delta and Finish use data (r.Output) before they return, and do not
+	// keep it: it may be the request's read buffer.
 	Delta(id string, data json.RawMessage, flush bool) error
 	Finish(id string, r node.Reply) error
 	FailCall(id, msg string)
