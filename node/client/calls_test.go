@@ -181,3 +181,106 @@ func TestInvokeStreamFrames(t *testing.T) {
 		}
 	}
 }
+
+// TestServeRepliesStream: Serve answers unary calls on one stream of
+// answers when the daemon has the route, and with a request each when it
+// has not (an older daemon); either way every call is answered, and Serve
+// ends when its ctx does. The daemon is a fake of the routes.
+func TestServeRepliesStream(t *testing.T) {
+	for _, withRoute := range []bool{true, false} {
+		t.Run(fmt.Sprintf("route=%v", withRoute), func(t *testing.T) {
+			const calls = 5
+			var (
+				mu        sync.Mutex
+				streamed  []string // ids answered on the stream
+				requested []string // ids answered with a request each
+				up        = make(chan struct{})
+				answered  = make(chan struct{}, 2*calls)
+			)
+			mux := http.NewServeMux()
+			mux.HandleFunc("POST /v1/handlers", func(w http.ResponseWriter, r *http.Request) {
+				enc := json.NewEncoder(w)
+				enc.Encode(api.HandlerEvent{Type: "ready"})
+				w.(http.Flusher).Flush()
+				if withRoute {
+					<-up // the calls come once answers can go on the stream
+				}
+				for i := range calls {
+					enc.Encode(api.HandlerEvent{Type: "call", Call: &api.IncomingCall{ID: fmt.Sprintf("c%d", i), Name: "echo", Input: json.RawMessage(strconv.Itoa(i))}})
+				}
+				w.(http.Flusher).Flush()
+				<-r.Context().Done()
+			})
+			if withRoute {
+				mux.HandleFunc("POST /v1/calls/replies", func(w http.ResponseWriter, r *http.Request) {
+					if err := http.NewResponseController(w).EnableFullDuplex(); err != nil {
+						t.Error(err)
+						return
+					}
+					w.WriteHeader(200)
+					w.(http.Flusher).Flush()
+					close(up)
+					sc := bufio.NewScanner(r.Body)
+					for sc.Scan() {
+						var l struct {
+							ID     string          `json:"id"`
+							Output json.RawMessage `json:"output"`
+						}
+						if err := json.Unmarshal(sc.Bytes(), &l); err != nil || fmt.Sprintf("c%s", l.Output) != l.ID {
+							t.Errorf("line %s: %v", sc.Bytes(), err)
+						}
+						mu.Lock()
+						streamed = append(streamed, l.ID)
+						mu.Unlock()
+						answered <- struct{}{}
+					}
+				})
+			}
+			mux.HandleFunc("POST /v1/calls/{id}/reply", func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				requested = append(requested, r.PathValue("id"))
+				mu.Unlock()
+				fmt.Fprintln(w, `{"frames":1}`)
+				answered <- struct{}{}
+			})
+			srv := httptest.NewServer(mux)
+			defer srv.Close()
+			c := &client.Client{Dial: func(ctx context.Context) (net.Conn, error) {
+				var d net.Dialer
+				return d.DialContext(ctx, "tcp", srv.Listener.Addr().String())
+			}}
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			served := make(chan error, 1)
+			go func() {
+				served <- c.Serve(ctx, api.HandlerRequest{Names: []string{"echo"}},
+					func(ctx context.Context, call api.IncomingCall, _ func(json.RawMessage) error) (json.RawMessage, map[string]string, error) {
+						return call.Input, nil, nil
+					}, nil)
+			}()
+			for range calls {
+				select {
+				case <-answered:
+				case err := <-served:
+					t.Fatalf("Serve ended: %v", err)
+				case <-time.After(10 * time.Second):
+					t.Fatal("calls not answered")
+				}
+			}
+			cancel()
+			select {
+			case <-served:
+			case <-time.After(10 * time.Second):
+				t.Fatal("Serve did not end with its ctx")
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if withRoute && (len(streamed) != calls || len(requested) != 0) {
+				t.Fatalf("%d answers streamed and %d requested, want all %d streamed", len(streamed), len(requested), calls)
+			}
+			if !withRoute && len(requested) != calls {
+				t.Fatalf("%d answers requested, want all %d", len(requested), calls)
+			}
+		})
+	}
+}

@@ -97,6 +97,80 @@ func (a *API) reply(w http.ResponseWriter, r *http.Request) {
 	a.answerWrite(w, 1, a.b.Finish(id, nodeReply(rep)))
 }
 
+// replies serves POST /v1/calls/replies: a handler's answers to its unary
+// calls, as NDJSON lines, each a Reply with the call's "id", for as long
+// as the handler serves. It answers at once with the headers, so the
+// handler knows the route is there before it writes; the body, when the
+// handler closes its side, counts the answers taken and those refused (a
+// call that ended, an answer of the wrong kind, which fails its call). A
+// line that cannot be read ends the stream with an error: the handler
+// then answers with POST /v1/calls/{id}/reply. One stream saves each
+// answer a request of its own.
+func (a *API) replies(w http.ResponseWriter, r *http.Request) {
+	rc := http.NewResponseController(w)
+	if err := rc.EnableFullDuplex(); err != nil {
+		writeError(w, api.CodeInternal, "answers on one stream need a full-duplex connection: answer with POST /v1/calls/{id}/reply")
+		return
+	}
+	// Idle between calls for as long as the handler serves.
+	defer keepReading(r, func() bool { return true })()
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	if rc.Flush() != nil {
+		return
+	}
+	br := bufio.NewReaderSize(r.Body, 64<<10)
+	var taken, refused int
+	end := func(why string) {
+		enc := json.NewEncoder(w)
+		_ = enc.Encode(repliesResult{Taken: taken, Refused: refused, Error: why})
+	}
+	for {
+		line, err := readLine(br, int(a.maxBody))
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			end(err.Error())
+			return
+		}
+		var rep idReply
+		if err := json.Unmarshal(line, &rep); err != nil || rep.ID == "" {
+			end("a line that is not an answer with an id")
+			return
+		}
+		if rep.Kind == "" {
+			rep.Kind = protocol.FrameFinal
+			if rep.Error != nil {
+				rep.Kind = protocol.FrameError
+			}
+		}
+		switch {
+		case rep.Kind != protocol.FrameFinal && rep.Kind != protocol.FrameError:
+			a.b.FailCall(rep.ID, fmt.Sprintf("the handler sent an answer of kind %q", rep.Kind))
+			refused++
+		case a.b.Finish(rep.ID, nodeReply(rep.Reply)) != nil:
+			refused++ // the call is over
+		default:
+			taken++
+		}
+	}
+	end("")
+}
+
+// idReply is one line of POST /v1/calls/replies.
+type idReply struct {
+	ID string `json:"id"`
+	api.Reply
+}
+
+// repliesResult is the body of POST /v1/calls/replies's answer.
+type repliesResult struct {
+	Taken   int    `json:"taken"`
+	Refused int    `json:"refused"`
+	Error   string `json:"error,omitempty"` // why the stream ended early
+}
+
 // nodeReply reads a final or error frame of a handler.
 func nodeReply(rep api.Reply) node.Reply {
 	out := node.Reply{Output: rep.Output, Meta: rep.Meta}

@@ -188,6 +188,7 @@ func New(b Backend, mcpPath string, mcp http.Handler, opts ...Option) *API {
 		{"POST /v1/handlers", a.register},
 		{"GET /v1/calls", a.callsInFlight},
 		{"POST /v1/calls/{id}/reply", a.reply},
+		{"POST /v1/calls/replies", a.replies},
 		{"POST /v1/calls/{id}/frames", a.frames},
 		{"POST /v1/invoke", a.invoke},
 		{"GET /v1/trust", a.trustList},
