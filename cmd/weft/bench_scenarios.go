@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -616,11 +617,19 @@ type invokeResult struct {
 	// query timed by the bench, through the API.
 	StreamRTT benchLatency `json:"libp2p_stream_rtt"`
 	HealthAPI benchLatency `json:"health_api"`
+	// The parts of Latency, timed in turn with it: a request to the
+	// caller's API that does no work (GET /v1/node), and a call answered
+	// by the callee's daemon itself (no handler serves its name), which
+	// is Latency without the hop to the handler agent and back.
+	APIRoundTrip benchLatency `json:"api_round_trip"`
+	NoAgent      benchLatency `json:"invoke_no_agent"`
 }
 
 func (r *invokeResult) rows() [][2]string {
 	return [][2]string{
 		{"invoke through 2 daemons' APIs, 1 caller, 1 at a time", r.Latency.String()},
+		{"  its parts: the caller's API round trip (GET /v1/node)", r.APIRoundTrip.String()},
+		{"  an invoke the callee's daemon answers (no agent hop)", r.NoAgent.String()},
 		{"invoke, 8 concurrent callers", fmtCount(r.Concurrent8PerS) + " calls/s"},
 		{fmt.Sprintf("stream invoke (%s deltas)", fmtCount(float64(r.StreamFrames))), fmtCount(r.StreamPerS) + " frames/s"},
 		{"libp2p stream round trip (health query, timed in the daemon)", r.StreamRTT.String()},
@@ -635,6 +644,15 @@ func benchInvoke(ctx context.Context, b *bench, r *invokeResult) error {
 	}
 	defer b.stop(ds...)
 	a, h := ds[0], ds[1]
+	if b.profile != "" {
+		// The bench process is one end of every call (the caller and the
+		// handler agent): its CPU counts as the agents' share.
+		p, err := startProfile(filepath.Join(b.profile, "bench-invoke"))
+		if err != nil {
+			return err
+		}
+		defer p.stop()
+	}
 	// Handlers take calls from trusted peers (by default): h trusts a.
 	if _, err := h.c.Trust(ctx, a.info.ID, "bench caller"); err != nil {
 		return fmt.Errorf("trust: %w", err)
@@ -685,15 +703,30 @@ func benchInvoke(ctx context.Context, b *bench, r *invokeResult) error {
 			return fmt.Errorf("invoke: %w", err)
 		}
 	}
-	lats := make([]time.Duration, 0, b.sizes.invokeCalls)
-	for range b.sizes.invokeCalls {
+	// The parts of a call, each timed in turn with it: the socket's round
+	// trip alone, and a call answered by the callee's daemon without its
+	// agent (no handler serves the name).
+	nobody := api.InvokeRequest{Peer: h.info.ID, Name: "bench-nobody"}
+	n := b.sizes.invokeCalls
+	lats, nodes, bares := make([]time.Duration, 0, n), make([]time.Duration, 0, n), make([]time.Duration, 0, n)
+	for range n {
 		t := time.Now()
 		if err := invoke(ca); err != nil {
 			return fmt.Errorf("invoke: %w", err)
 		}
 		lats = append(lats, time.Since(t))
+		t = time.Now()
+		if _, err := ca.Node(ctx); err != nil {
+			return fmt.Errorf("node: %w", err)
+		}
+		nodes = append(nodes, time.Since(t))
+		t = time.Now()
+		if _, err := ca.Invoke(ctx, nobody); !client.IsCode(err, "no_handler") {
+			return fmt.Errorf("invoke of a name nobody serves: %v, want no_handler", err)
+		}
+		bares = append(bares, time.Since(t))
 	}
-	r.Calls, r.Latency = len(lats), latencies(lats)
+	r.Calls, r.Latency, r.APIRoundTrip, r.NoAgent = len(lats), latencies(lats), latencies(nodes), latencies(bares)
 
 	var calls atomic.Int64
 	callers := clients(a, 8)

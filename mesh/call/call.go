@@ -38,6 +38,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/weftmesh/weft/internal/framejson"
 	"github.com/weftmesh/weft/mesh/internal/frame"
 	"github.com/weftmesh/weft/protocol"
 )
@@ -429,6 +430,7 @@ type Call struct {
 	st      network.Stream
 	w       *bufio.Writer
 	seq     uint64
+	buf     []byte // a frame being encoded
 	started bool
 	done    bool
 	// answered is done, for the goroutine that reads a kept stream.
@@ -484,13 +486,29 @@ func (c *Call) write(f protocol.CallFrame, last bool) error {
 		c.done = true
 		c.answered.Store(true) // before the frame can reach the caller
 	}
-	if err := frame.WriteJSON(c.w, f); err != nil {
+	if err := c.writeFrame(&f); err != nil {
 		return err
 	}
 	if last {
 		return c.w.Flush()
 	}
 	return nil
+}
+
+// writeFrame writes f, buffered. A frame of seq, kind and data only (every
+// delta) is encoded without reflection, into a buffer the call keeps.
+func (c *Call) writeFrame(f *protocol.CallFrame) error {
+	if f.Meta == nil && f.Error == nil {
+		b, err := framejson.AppendFrame(c.buf[:0], f.Seq, f.Kind, f.Data)
+		if err == nil {
+			c.buf = b
+			return frame.Write(c.w, b)
+		}
+		if !errors.Is(err, framejson.ErrKind) {
+			return err
+		}
+	}
+	return frame.WriteJSON(c.w, f)
 }
 
 // Call opens a call to peer to. The request's deadline is taken from ctx
@@ -684,7 +702,9 @@ func (cs *Stream) Next() (*protocol.CallFrame, error) {
 		return nil, cs.fail(err)
 	}
 	var f protocol.CallFrame
-	if err := json.Unmarshal(b, &f); err != nil {
+	if seq, kind, data, ok := framejson.ParseFrame(b); ok { // a delta, say: no reflection
+		f = protocol.CallFrame{Seq: seq, Kind: kind, Data: data}
+	} else if err := json.Unmarshal(b, &f); err != nil {
 		return nil, cs.fail(protocol.Errorf(protocol.CodeBadRequest, "bad frame: %v", err))
 	}
 	if err := checkFrame(&f, cs.seq); err != nil {

@@ -2,6 +2,7 @@ package client
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"net/url"
 	"sync"
 
+	"github.com/weftmesh/weft/internal/framejson"
 	"github.com/weftmesh/weft/protocol/api"
 )
 
@@ -44,7 +46,9 @@ func (c *Client) InvokeStream(ctx context.Context, req api.InvokeRequest, fn fun
 			continue
 		}
 		var f api.Frame
-		if err := json.Unmarshal(sc.Bytes(), &f); err != nil {
+		if seq, kind, data, ok := framejson.ParseFrame(sc.Bytes()); ok { // a delta, say: no reflection
+			f = api.Frame{Seq: seq, Kind: kind, Data: bytes.Clone(data)}
+		} else if err := json.Unmarshal(sc.Bytes(), &f); err != nil {
 			return fmt.Errorf("decode frame: %w", err)
 		}
 		if f.Kind == "error" {
@@ -138,9 +142,11 @@ func (c *Client) Serve(ctx context.Context, req api.HandlerRequest, fn HandlerFu
 		running = make(map[string]context.CancelFunc)
 		wg      sync.WaitGroup
 	)
+	rs := c.openReplies(ctx)
 	defer func() {
 		cancel() // the stream is over: stop the calls still running, then wait for them
 		wg.Wait()
+		rs.close()
 	}()
 	return c.Handlers(ctx, req, func(ev api.HandlerEvent) error {
 		switch ev.Type {
@@ -176,15 +182,16 @@ func (c *Client) Serve(ctx context.Context, req api.HandlerRequest, fn HandlerFu
 					mu.Unlock()
 					stop()
 				}()
-				c.serveOne(cctx, call, fn)
+				c.serveOne(cctx, call, fn, rs)
 			})
 		}
 		return nil
 	})
 }
 
-// serveOne runs fn for one call and sends its answer.
-func (c *Client) serveOne(ctx context.Context, call api.IncomingCall, fn HandlerFunc) {
+// serveOne runs fn for one call and sends its answer: a unary call's on
+// the stream of answers rs when it can.
+func (c *Client) serveOne(ctx context.Context, call api.IncomingCall, fn HandlerFunc, rs *replyStream) {
 	answer := func(out json.RawMessage, meta map[string]string, err error) api.Reply {
 		if err != nil {
 			e := &api.ErrorBody{Code: "handler_failed", Message: err.Error()}
@@ -201,6 +208,9 @@ func (c *Client) serveOne(ctx context.Context, call api.IncomingCall, fn Handler
 	actx := context.WithoutCancel(ctx)
 	if !call.Stream {
 		out, meta, err := fn(ctx, call, func(json.RawMessage) error { return ErrNotStream })
+		if rs.send(call.ID, answer(out, meta, err)) {
+			return
+		}
 		if rerr := c.Reply(actx, call.ID, answer(out, meta, err)); rerr != nil && !IsCode(rerr, "cancelled") && !IsCode(rerr, "unknown_call") {
 			// The answer was refused (too large, not JSON): fail the call
 			// rather than leave the caller waiting for its deadline.
@@ -255,18 +265,31 @@ func newFrameBatcher(w io.Writer) *frameBatcher {
 	return b
 }
 
-func (b *frameBatcher) send(r api.Reply) error {
-	line, err := marshal(r)
-	if err != nil {
-		return err
-	}
-	line = append(line, '\n')
+// sendLine queues one line (ending in a newline).
+func (b *frameBatcher) sendLine(line []byte) error {
 	select {
 	case b.lines <- line:
 		return nil
 	case <-b.failed:
 		return b.err
 	}
+}
+
+func (b *frameBatcher) send(r api.Reply) error {
+	var line []byte
+	var err error
+	bare := r.Meta == nil && r.Error == nil // a delta, say: encoded without reflection
+	if bare {
+		line, err = framejson.AppendReply(make([]byte, 0, 32+len(r.Output)), r.Kind, r.Output)
+		bare = !errors.Is(err, framejson.ErrKind)
+	}
+	if !bare {
+		line, err = marshal(r)
+	}
+	if err != nil {
+		return err
+	}
+	return b.sendLine(append(line, '\n'))
 }
 
 // close writes what is queued and stops; send must not be called after.
@@ -304,3 +327,85 @@ func (b *frameBatcher) run() {
 
 // errCallOver fails sends after a call's answer has ended.
 var errCallOver = errors.New("the call is over")
+
+// replyStream is a handler's stream of answers to its unary calls (POST
+// /v1/calls/replies): one request for them all, instead of one each. A
+// daemon without the route, an answer that is not valid JSON or is large,
+// or a broken stream leave the answers to POST /v1/calls/{id}/reply.
+type replyStream struct {
+	ready chan struct{} // closed once it is known whether the stream is up
+	up    bool          // set before ready is closed
+	pw    *io.PipeWriter
+	b     *frameBatcher // nil if the stream is not up
+	done  chan struct{} // closed when the request has ended
+}
+
+// maxStreamedReply is the longest answer line sent on a replyStream;
+// longer ones go in a request of their own, which tells the handler if
+// the daemon refuses it.
+const maxStreamedReply = 64 << 10
+
+// replyLine is one line of POST /v1/calls/replies.
+type replyLine struct {
+	ID string `json:"id"`
+	api.Reply
+}
+
+// openReplies starts the stream of answers; it lasts until close.
+func (c *Client) openReplies(ctx context.Context) *replyStream {
+	pr, pw := io.Pipe()
+	rs := &replyStream{ready: make(chan struct{}), pw: pw, done: make(chan struct{})}
+	// The transport's Do waits for the body's writer to stop, which waits
+	// on the pipe: closing it when ctx ends lets Do return.
+	stop := context.AfterFunc(ctx, func() { pr.CloseWithError(ctx.Err()) })
+	go func() {
+		defer close(rs.done)
+		defer stop()
+		// The daemon answers with the headers at once, before the body.
+		resp, err := c.sendBody(ctx, http.MethodPost, "/v1/calls/replies", pr,
+			http.Header{"Content-Type": {"application/x-ndjson"}})
+		if err != nil {
+			pr.CloseWithError(err)
+			close(rs.ready)
+			return
+		}
+		rs.up = true
+		rs.b = newFrameBatcher(pw)
+		close(rs.ready)
+		_, _ = io.Copy(io.Discard, resp.Body) // until the daemon ends it
+		resp.Body.Close()
+		pr.CloseWithError(errCallOver) // later writes fail instead of blocking
+	}()
+	return rs
+}
+
+// send sends the answer r to call id on the stream, and reports whether
+// it went; if not, the caller sends it with POST /v1/calls/{id}/reply.
+func (rs *replyStream) send(id string, r api.Reply) bool {
+	select {
+	case <-rs.ready:
+	default:
+		// Not up yet, or never: a daemon without the route answers only
+		// once it has read the body, which is never written until then.
+		return false
+	}
+	if !rs.up || len(r.Output) > maxStreamedReply || len(r.Output) > 0 && !json.Valid(r.Output) {
+		return false
+	}
+	line, err := marshal(replyLine{ID: id, Reply: r})
+	if err != nil || len(line) > maxStreamedReply {
+		return false
+	}
+	return rs.b.sendLine(append(line, '\n')) == nil
+}
+
+// close ends the stream and waits for its request to end; ctx (of
+// openReplies) must be done if the stream may not be up.
+func (rs *replyStream) close() {
+	<-rs.ready
+	if rs.b != nil {
+		rs.b.close()
+	}
+	rs.pw.Close()
+	<-rs.done
+}

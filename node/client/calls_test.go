@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -128,5 +129,158 @@ func TestServeBatchesDeltas(t *testing.T) {
 	}
 	if w := deltaWrites.Load(); w > 5 {
 		t.Errorf("%d deltas took %d writes, want a few batches", n, w)
+	}
+}
+
+// TestInvokeStreamFrames: every frame reaches fn as the daemon wrote it,
+// whatever its form, and a frame's data stays intact after fn returns (fn
+// may keep it) while the client reads on through far more than its read
+// buffer. The daemon is a fake of POST /v1/invoke.
+func TestInvokeStreamFrames(t *testing.T) {
+	const deltas = 2000
+	pad := strings.Repeat("x", 100)
+	want := []api.Frame{{Seq: 0, Kind: "started"}}
+	for i := 1; i <= deltas; i++ {
+		want = append(want, api.Frame{Seq: uint64(i), Kind: "delta", Data: json.RawMessage(fmt.Sprintf(`{"i":%d,"pad":"%s"}`, i, pad))})
+	}
+	want = append(want,
+		api.Frame{Seq: deltas + 1, Kind: "delta", Data: json.RawMessage(`[2]`)},
+		api.Frame{Seq: deltas + 2, Kind: "delta", Data: json.RawMessage(`"three"`), Meta: map[string]string{"k": "v"}},
+		api.Frame{Seq: deltas + 3, Kind: "final", Data: json.RawMessage(`4`), Meta: map[string]string{"m": "1"}})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		for i, f := range want {
+			if i == deltas+1 { // not as the daemon writes it: the client reads it all the same
+				fmt.Fprintf(w, "{ \"seq\": %d, \"kind\": \"delta\", \"data\": [2] }\n", f.Seq)
+				continue
+			}
+			b, _ := json.Marshal(f)
+			fmt.Fprintf(w, "%s\n", b)
+		}
+	}))
+	defer srv.Close()
+	c := &client.Client{Dial: func(ctx context.Context) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", srv.Listener.Addr().String())
+	}}
+	var got []api.Frame
+	err := c.InvokeStream(t.Context(), api.InvokeRequest{Peer: "p", Name: "n"}, func(f api.Frame) error {
+		got = append(got, f)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d frames, want %d", len(got), len(want))
+	}
+	for i := range want {
+		g, w := got[i], want[i]
+		if g.Seq != w.Seq || g.Kind != w.Kind || string(g.Data) != string(w.Data) || fmt.Sprint(g.Meta) != fmt.Sprint(w.Meta) {
+			t.Fatalf("frame %d = %+v (data %s), want %+v (data %s)", i, g, g.Data, w, w.Data)
+		}
+	}
+}
+
+// TestServeRepliesStream: Serve answers unary calls on one stream of
+// answers when the daemon has the route, and with a request each when it
+// has not (an older daemon); either way every call is answered, and Serve
+// ends when its ctx does. The daemon is a fake of the routes.
+func TestServeRepliesStream(t *testing.T) {
+	for _, withRoute := range []bool{true, false} {
+		t.Run(fmt.Sprintf("route=%v", withRoute), func(t *testing.T) {
+			const calls = 5
+			var (
+				mu        sync.Mutex
+				streamed  []string // ids answered on the stream
+				requested []string // ids answered with a request each
+				up        = make(chan struct{})
+				answered  = make(chan struct{}, 2*calls)
+			)
+			mux := http.NewServeMux()
+			mux.HandleFunc("POST /v1/handlers", func(w http.ResponseWriter, r *http.Request) {
+				enc := json.NewEncoder(w)
+				enc.Encode(api.HandlerEvent{Type: "ready"})
+				w.(http.Flusher).Flush()
+				if withRoute {
+					<-up // the calls come once answers can go on the stream
+				}
+				for i := range calls {
+					enc.Encode(api.HandlerEvent{Type: "call", Call: &api.IncomingCall{ID: fmt.Sprintf("c%d", i), Name: "echo", Input: json.RawMessage(strconv.Itoa(i))}})
+				}
+				w.(http.Flusher).Flush()
+				<-r.Context().Done()
+			})
+			if withRoute {
+				mux.HandleFunc("POST /v1/calls/replies", func(w http.ResponseWriter, r *http.Request) {
+					if err := http.NewResponseController(w).EnableFullDuplex(); err != nil {
+						t.Error(err)
+						return
+					}
+					w.WriteHeader(200)
+					w.(http.Flusher).Flush()
+					close(up)
+					sc := bufio.NewScanner(r.Body)
+					for sc.Scan() {
+						var l struct {
+							ID     string          `json:"id"`
+							Output json.RawMessage `json:"output"`
+						}
+						if err := json.Unmarshal(sc.Bytes(), &l); err != nil || fmt.Sprintf("c%s", l.Output) != l.ID {
+							t.Errorf("line %s: %v", sc.Bytes(), err)
+						}
+						mu.Lock()
+						streamed = append(streamed, l.ID)
+						mu.Unlock()
+						answered <- struct{}{}
+					}
+				})
+			}
+			mux.HandleFunc("POST /v1/calls/{id}/reply", func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				requested = append(requested, r.PathValue("id"))
+				mu.Unlock()
+				fmt.Fprintln(w, `{"frames":1}`)
+				answered <- struct{}{}
+			})
+			srv := httptest.NewServer(mux)
+			defer srv.Close()
+			c := &client.Client{Dial: func(ctx context.Context) (net.Conn, error) {
+				var d net.Dialer
+				return d.DialContext(ctx, "tcp", srv.Listener.Addr().String())
+			}}
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			served := make(chan error, 1)
+			go func() {
+				served <- c.Serve(ctx, api.HandlerRequest{Names: []string{"echo"}},
+					func(ctx context.Context, call api.IncomingCall, _ func(json.RawMessage) error) (json.RawMessage, map[string]string, error) {
+						return call.Input, nil, nil
+					}, nil)
+			}()
+			for range calls {
+				select {
+				case <-answered:
+				case err := <-served:
+					t.Fatalf("Serve ended: %v", err)
+				case <-time.After(10 * time.Second):
+					t.Fatal("calls not answered")
+				}
+			}
+			cancel()
+			select {
+			case <-served:
+			case <-time.After(10 * time.Second):
+				t.Fatal("Serve did not end with its ctx")
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if withRoute && (len(streamed) != calls || len(requested) != 0) {
+				t.Fatalf("%d answers streamed and %d requested, want all %d streamed", len(streamed), len(requested), calls)
+			}
+			if !withRoute && len(requested) != calls {
+				t.Fatalf("%d answers requested, want all %d", len(requested), calls)
+			}
+		})
 	}
 }

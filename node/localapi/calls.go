@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"time"
 
+	"github.com/weftmesh/weft/internal/framejson"
 	"github.com/weftmesh/weft/node"
 	"github.com/weftmesh/weft/protocol"
 	"github.com/weftmesh/weft/protocol/api"
@@ -95,6 +97,80 @@ func (a *API) reply(w http.ResponseWriter, r *http.Request) {
 	a.answerWrite(w, 1, a.b.Finish(id, nodeReply(rep)))
 }
 
+// replies serves POST /v1/calls/replies: a handler's answers to its unary
+// calls, as NDJSON lines, each a Reply with the call's "id", for as long
+// as the handler serves. It answers at once with the headers, so the
+// handler knows the route is there before it writes; the body, when the
+// handler closes its side, counts the answers taken and those refused (a
+// call that ended, an answer of the wrong kind, which fails its call). A
+// line that cannot be read ends the stream with an error: the handler
+// then answers with POST /v1/calls/{id}/reply. One stream saves each
+// answer a request of its own.
+func (a *API) replies(w http.ResponseWriter, r *http.Request) {
+	rc := http.NewResponseController(w)
+	if err := rc.EnableFullDuplex(); err != nil {
+		writeError(w, api.CodeInternal, "answers on one stream need a full-duplex connection: answer with POST /v1/calls/{id}/reply")
+		return
+	}
+	// Idle between calls for as long as the handler serves.
+	defer keepReading(r, func() bool { return true })()
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	if rc.Flush() != nil {
+		return
+	}
+	br := bufio.NewReaderSize(r.Body, 64<<10)
+	var taken, refused int
+	end := func(why string) {
+		enc := json.NewEncoder(w)
+		_ = enc.Encode(repliesResult{Taken: taken, Refused: refused, Error: why})
+	}
+	for {
+		line, err := readLine(br, int(a.maxBody))
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			end(err.Error())
+			return
+		}
+		var rep idReply
+		if err := json.Unmarshal(line, &rep); err != nil || rep.ID == "" {
+			end("a line that is not an answer with an id")
+			return
+		}
+		if rep.Kind == "" {
+			rep.Kind = protocol.FrameFinal
+			if rep.Error != nil {
+				rep.Kind = protocol.FrameError
+			}
+		}
+		switch {
+		case rep.Kind != protocol.FrameFinal && rep.Kind != protocol.FrameError:
+			a.b.FailCall(rep.ID, fmt.Sprintf("the handler sent an answer of kind %q", rep.Kind))
+			refused++
+		case a.b.Finish(rep.ID, nodeReply(rep.Reply)) != nil:
+			refused++ // the call is over
+		default:
+			taken++
+		}
+	}
+	end("")
+}
+
+// idReply is one line of POST /v1/calls/replies.
+type idReply struct {
+	ID string `json:"id"`
+	api.Reply
+}
+
+// repliesResult is the body of POST /v1/calls/replies's answer.
+type repliesResult struct {
+	Taken   int    `json:"taken"`
+	Refused int    `json:"refused"`
+	Error   string `json:"error,omitempty"` // why the stream ended early
+}
+
 // nodeReply reads a final or error frame of a handler.
 func nodeReply(rep api.Reply) node.Reply {
 	out := node.Reply{Output: rep.Output, Meta: rep.Meta}
@@ -144,7 +220,9 @@ func (a *API) frames(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		var rep api.Reply
-		if err := json.Unmarshal(line, &rep); err != nil {
+		if kind, out, ok := framejson.ParseReply(bytes.TrimRight(line, "\r\n")); ok { // a delta, say: no reflection
+			rep = api.Reply{Kind: kind, Output: out}
+		} else if err := json.Unmarshal(line, &rep); err != nil {
 			fail("the handler sent a malformed frame", fmt.Sprintf("frame %d: malformed JSON: %v", frames, err))
 			return
 		}
@@ -165,12 +243,17 @@ func (a *API) frames(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// readLine reads one non-empty line of at most limit bytes.
+// readLine reads one non-empty line of at most limit bytes. The line may
+// be br's own buffer: it is valid until br's next read.
 func readLine(br *bufio.Reader, limit int) ([]byte, error) {
 	for {
 		var line []byte
 		for {
 			chunk, err := br.ReadSlice('\n')
+			if line == nil && err == nil && len(chunk) <= limit { // the whole line is buffered
+				line = chunk
+				break
+			}
 			line = append(line, chunk...)
 			if len(line) > limit {
 				return nil, fmt.Errorf("frame over %d bytes", limit)
@@ -271,23 +354,48 @@ func (a *API) invoke(w http.ResponseWriter, r *http.Request) {
 	}
 	defer cs.Close()
 	s := startStream(w, ndjson)
+	var line []byte
 	for first := true; ; first = false {
 		f, err := cs.Next()
 		if err != nil { // io.EOF: the answer ended
 			s.flush()
 			return
 		}
-		out := api.Frame{Seq: f.Seq, Kind: f.Kind, Data: f.Data, Meta: f.Meta, Error: apiErrorBody(f.Error)}
-		if first && anycast {
-			out.Peer, out.Attempts = ar.Peer.String(), apiAttempts(ar.Attempts)
+		var ok bool
+		if b, err := bareFrame(line[:0], f, first && anycast); err == nil {
+			line = b
+			ok = s.write(line)
+		} else {
+			out := api.Frame{Seq: f.Seq, Kind: f.Kind, Data: f.Data, Meta: f.Meta, Error: apiErrorBody(f.Error)}
+			if first && anycast {
+				out.Peer, out.Attempts = ar.Peer.String(), apiAttempts(ar.Attempts)
+			}
+			ok = s.json(out)
 		}
-		if !s.json(out) {
+		if !ok {
 			return // the client left: Close cancels the call
 		}
 		if !cs.Buffered() && !s.flush() {
 			return
 		}
 	}
+}
+
+// errNotBare is bareFrame's answer for a frame with more than seq, kind
+// and data.
+var errNotBare = errors.New("not a bare frame")
+
+// bareFrame appends f's NDJSON line to dst without reflection when it has
+// only seq, kind and data (every delta does), the same bytes as s.json.
+func bareFrame(dst []byte, f protocol.CallFrame, extra bool) ([]byte, error) {
+	if f.Meta != nil || f.Error != nil || extra {
+		return dst, errNotBare
+	}
+	b, err := framejson.AppendFrame(dst, f.Seq, f.Kind, f.Data)
+	if err != nil {
+		return dst, err
+	}
+	return append(b, '\n'), nil
 }
 
 // callsInFlight serves GET /v1/calls: the handlers registered and the

@@ -1,6 +1,7 @@
 package localapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"sync"
@@ -269,12 +270,13 @@ func (f *fake) CallIsStream(id string) (bool, error) {
 func (f *fake) Delta(id string, data json.RawMessage, flush bool) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.replies = append(f.replies, node.Reply{Output: data})
+	f.replies = append(f.replies, node.Reply{Output: bytes.Clone(data)}) // data is the API's to reuse
 	return nil
 }
 func (f *fake) Finish(id string, r node.Reply) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	r.Output = bytes.Clone(r.Output)
 	f.replies = append(f.replies, r)
 	return f.err
 }

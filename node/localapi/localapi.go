@@ -73,6 +73,8 @@ type Backend interface {
 
 	RegisterHandler(spec node.HandlerSpec) (Handler, error)
 	CallIsStream(id string) (bool, error)
+	// Delta and Finish use data (r.Output) before they return, and do not
+	// keep it: it may be the request's read buffer.
 	Delta(id string, data json.RawMessage, flush bool) error
 	Finish(id string, r node.Reply) error
 	FailCall(id, msg string)
@@ -186,6 +188,7 @@ func New(b Backend, mcpPath string, mcp http.Handler, opts ...Option) *API {
 		{"POST /v1/handlers", a.register},
 		{"GET /v1/calls", a.callsInFlight},
 		{"POST /v1/calls/{id}/reply", a.reply},
+		{"POST /v1/calls/replies", a.replies},
 		{"POST /v1/calls/{id}/frames", a.frames},
 		{"POST /v1/invoke", a.invoke},
 		{"GET /v1/trust", a.trustList},

@@ -383,9 +383,16 @@ func TestRepliesAndFrames(t *testing.T) {
 		t.Fatalf("error reply %+v", r)
 	}
 	f.replies = nil
-	status, body := do(t, f, "POST", "/v1/calls/s1/frames", `{"kind":"delta","output":1}`+"\n\n"+`{"kind":"delta","output":2}`+"\n"+`{"kind":"final","output":3}`)
-	if status != 200 || !strings.Contains(string(body), `"frames":3`) || len(f.replies) != 3 {
+	// Lines as the Go client writes them, and in any other valid form.
+	status, body := do(t, f, "POST", "/v1/calls/s1/frames", `{"kind":"delta","output":1}`+"\n\n"+`{"kind":"delta","output":{"a":[2]}}`+"\r\n"+
+		` { "output" : "three", "kind":"delta"}`+"\n"+`{"kind":"delta","output":4,"meta":{}}`+"\n"+`{"kind":"final","output":5}`)
+	if status != 200 || !strings.Contains(string(body), `"frames":5`) || len(f.replies) != 5 {
 		t.Fatalf("frames: %d %s, %d replies", status, body, len(f.replies))
+	}
+	for i, want := range []string{`1`, `{"a":[2]}`, `"three"`, `4`, `5`} {
+		if got := string(f.replies[i].Output); got != want {
+			t.Errorf("frame %d: output %s, want %s", i, got, want)
+		}
 	}
 	f.replies = nil
 	status, _ = do(t, f, "POST", "/v1/calls/s1/frames", `{"kind":"delta","output":1}`+"\n")
@@ -412,7 +419,7 @@ func TestInvoke(t *testing.T) {
 	f.frames = []protocol.CallFrame{{Seq: 0, Kind: "started"}, {Seq: 1, Kind: "delta", Data: json.RawMessage(`"a"`)}, {Seq: 2, Kind: "final", Data: json.RawMessage(`"b"`)}}
 	status, body = do(t, f, "POST", "/v1/invoke", `{"peer":"`+f.id.String()+`","name":"echo","stream":true}`)
 	lines := strings.Split(strings.TrimSpace(string(body)), "\n")
-	if status != 200 || len(lines) != 3 || !strings.Contains(lines[2], `"kind":"final"`) || !strings.Contains(lines[1], `"seq":1`) {
+	if status != 200 || len(lines) != 3 || !strings.Contains(lines[2], `"kind":"final"`) || lines[1] != `{"seq":1,"kind":"delta","data":"a"}` {
 		t.Fatalf("stream invoke: %d %q", status, lines)
 	}
 }

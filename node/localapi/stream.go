@@ -42,7 +42,9 @@ func startStream(w http.ResponseWriter, contentType string) *stream {
 
 func (s *stream) write(b []byte) bool {
 	if s.err == nil {
-		_ = s.rc.SetWriteDeadline(time.Now().Add(eventWriteWait))
+		if len(b) > s.w.Available() { // this write reaches the connection
+			_ = s.rc.SetWriteDeadline(time.Now().Add(eventWriteWait))
+		}
 		_, s.err = s.w.Write(b)
 	}
 	return s.err == nil

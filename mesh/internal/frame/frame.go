@@ -43,8 +43,8 @@ func WriteJSON(w *bufio.Writer, v any) error {
 
 // Read reads one frame of at most limit bytes. It returns io.EOF when the
 // stream ends cleanly before a frame and io.ErrUnexpectedEOF when it ends
-// inside one. The buffer grows as bytes arrive, so a length alone reserves
-// nothing.
+// inside one. A frame longer than 4 KiB is read into a buffer that grows as
+// bytes arrive, so a length alone reserves no more than that.
 func Read(r *bufio.Reader, limit int) ([]byte, error) {
 	return ReadIn(r, limit, nil)
 }
@@ -61,6 +61,10 @@ type Scope interface {
 // network.ReservationPriorityAlways, as its own protocols use for their
 // bounded reads; the limits still apply.
 const reservePriority = 255
+
+// smallFrame is the longest frame read into a buffer of its announced
+// length at once; a longer one grows its buffer as its bytes arrive.
+const smallFrame = 4 << 10
 
 // ReadIn is Read, with the frame's announced length reserved in scope
 // before its body is read: a frame the limits cannot make room for is
@@ -80,6 +84,20 @@ func ReadIn(r *bufio.Reader, limit int, scope Scope) ([]byte, error) {
 		if err := scope.ReserveMemory(int(n), reservePriority); err != nil {
 			return nil, fmt.Errorf("frame of %d bytes: %w", n, err)
 		}
+	}
+	if n <= smallFrame {
+		// Small enough to allocate on its length alone.
+		b := make([]byte, n)
+		if _, err := io.ReadFull(r, b); err != nil {
+			if scope != nil && n > 0 {
+				scope.ReleaseMemory(int(n))
+			}
+			if errors.Is(err, io.EOF) {
+				return nil, io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+		return b, nil
 	}
 	var buf bytes.Buffer
 	if _, err := io.CopyN(&buf, r, int64(n)); err != nil {

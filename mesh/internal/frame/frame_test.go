@@ -97,6 +97,7 @@ func TestReadErrors(t *testing.T) {
 		{name: "length cut", in: []byte{0x80}, limit: 1 << 20, want: io.ErrUnexpectedEOF},
 		{name: "body cut", in: []byte{5, 'a', 'b'}, limit: 10, want: io.ErrUnexpectedEOF},
 		{name: "body missing", in: []byte{5}, limit: 10, want: io.ErrUnexpectedEOF},
+		{name: "long body cut", in: append(binary.AppendUvarint(nil, 3*smallFrame), "abc"...), limit: 1 << 20, want: io.ErrUnexpectedEOF},
 		{name: "one over", in: []byte{11}, limit: 10, want: ErrTooLarge},
 		{name: "huge length", in: big, limit: 1 << 20, want: ErrTooLarge},
 		{name: "length overflows", in: bytes.Repeat([]byte{0xff}, 11), limit: 10, text: "overflow"},
@@ -183,6 +184,11 @@ func TestReadIn(t *testing.T) {
 	cut := append(binary.AppendUvarint(nil, 40), "only ten b"...)
 	if _, err := ReadIn(reader(cut), 1<<10, scope); !errors.Is(err, io.ErrUnexpectedEOF) || scope.used != 0 {
 		t.Fatalf("cut frame: %v with %d reserved, want io.ErrUnexpectedEOF with 0", err, scope.used)
+	}
+	long := &budget{max: 1 << 20}
+	cut = append(binary.AppendUvarint(nil, 2*smallFrame), "only ten b"...)
+	if _, err := ReadIn(reader(cut), 1<<20, long); !errors.Is(err, io.ErrUnexpectedEOF) || long.used != 0 {
+		t.Fatalf("cut long frame: %v with %d reserved, want io.ErrUnexpectedEOF with 0", err, long.used)
 	}
 	if _, err := ReadIn(reader(encode(t, make([]byte, 200))), 100, scope); !errors.Is(err, ErrTooLarge) || scope.used != 0 {
 		t.Fatalf("frame over the limit: %v with %d reserved, want ErrTooLarge with 0", err, scope.used)
