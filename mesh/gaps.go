@@ -39,18 +39,29 @@ const maxGapDelay = 5 * time.Second
 // latenessHalfLife is how fast the lateness remembered halves.
 const latenessHalfLife = 10 * time.Second
 
-// lateness is how late gossip has brought messages lately: the largest
-// delay, from a message's created_at to its delivery here, decaying by half
-// every latenessHalfLife. A missing parent was created before its child,
-// so gossip brings it (when it does) no later than that delay after the
-// child: a gap waits that long, twice over, before it is repaired. With a
-// fixed wait (gapDelay), a loaded space, where gossip took longer than
-// that, repaired gap after gap that gossip was about to fill: ~1,200 sync
-// sessions in 10 s in a 10-daemon space at 500 msg/s, each costing the
-// busy daemons more. A sender whose clock is ahead only makes a gap wait
-// less (a delay below zero counts as none); one whose clock is behind
-// makes gaps wait longer, up to maxGapDelay. Safe for concurrent use; the
-// zero value is ready.
+// lateness is how late gossip has brought messages lately, measured on
+// this node's own clock: the largest time a member's message waited here
+// between gossip accepting it (the validator) and the Sink finishing with
+// it, decaying by half every latenessHalfLife. A gap waits twice that
+// (see delay) before it is repaired: with a fixed wait (gapDelay), a
+// loaded space, where messages took longer than that, repaired gap after
+// gap that gossip was about to fill (~1,200 sync sessions in 10 s in a
+// 10-daemon space at 500 msg/s, each costing the busy daemons more). A
+// missing parent that is in this node's queue is waited for anyway (see
+// inflight); the wait covers the parent still queued at the other members
+// on its way here, and the members of a space on one machine, or of one
+// size, are about as loaded as this one.
+//
+// It was measured from each message's created_at, which its author
+// chooses: one stranger publishing back-dated messages made every gap wait
+// maxGapDelay and every message fetched by sync look like one gossip was
+// about to bring (see fresh). What no peer can set is used instead: how
+// long this node's queue holds messages, and only for the authors the Gate
+// knows, whose messages have workers of their own (see receiveLoop): a
+// flock of fresh peer IDs shares the strangers' queue and moves nothing.
+// Making it longer takes making this node slower, within the rate limits,
+// which is what it is to measure. Safe for concurrent use; the zero value
+// is ready.
 type lateness struct {
 	mu  sync.Mutex
 	max time.Duration
@@ -66,9 +77,9 @@ func (l *lateness) valueLocked(now time.Time) time.Duration {
 	return time.Duration(float64(l.max) * math.Exp2(-age.Seconds()/latenessHalfLife.Seconds()))
 }
 
-// note records a message created at created delivered at now.
-func (l *lateness) note(created, now time.Time) {
-	d := min(now.Sub(created), maxGapDelay)
+// note records a message that waited d here, noted at now.
+func (l *lateness) note(d time.Duration, now time.Time) {
+	d = min(d, maxGapDelay)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if d > l.valueLocked(now) {
@@ -79,7 +90,9 @@ func (l *lateness) note(created, now time.Time) {
 // fresh reports whether a message created at created may still be on its
 // way by gossip at now: it is less than the lateness remembered old (or
 // as much in the future: a clock ahead). While gossip is prompt, nothing
-// is.
+// is. created is the author's say, but it only decides whether a message
+// sync brought counts as one gossip missed (see syncSink): back-dating a
+// message makes it count as missed, as it should be.
 func (l *lateness) fresh(created, now time.Time) bool {
 	l.mu.Lock()
 	w := l.valueLocked(now)

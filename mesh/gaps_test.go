@@ -1,11 +1,13 @@
 package mesh
 
 import (
+	"crypto/rand"
 	"fmt"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/weftmesh/weft/protocol"
@@ -163,27 +165,25 @@ func TestStoredRing(t *testing.T) {
 	}
 }
 
-// TestLateness: a gap waits gapDelay while gossip is prompt, twice the
-// largest recent lateness once it is slower, that wait halving every
-// latenessHalfLife, never more than maxGapDelay; a message from a clock
-// ahead (delivered "before" it was created) changes nothing.
+// TestLateness: a gap waits gapDelay while messages are prompt, twice the
+// largest recent wait once they are slower, that wait halving every
+// latenessHalfLife, never more than maxGapDelay.
 func TestLateness(t *testing.T) {
 	now := time.Unix(1000, 0)
 	var l lateness
 	steps := []struct {
-		created, at time.Duration // relative to now
-		after       time.Duration // when to ask
-		want        time.Duration
+		waited, at time.Duration // the wait noted, when (relative to now)
+		after      time.Duration // when to ask
+		want       time.Duration
 	}{
-		{-10 * time.Millisecond, 0, 0, gapDelay},                             // prompt
-		{-time.Second, 0, 0, 2 * time.Second},                                // a second late
-		{-100 * time.Millisecond, 0, latenessHalfLife, time.Second},          // halved; a prompt one does not lower it
-		{time.Hour, latenessHalfLife, 2 * latenessHalfLife, time.Second / 2}, // from the future: no change
-		{0, 2 * latenessHalfLife, 5 * latenessHalfLife, gapDelay},            // decayed below the floor
-		{-time.Hour, 5 * latenessHalfLife, 5 * latenessHalfLife, maxGapDelay},
+		{10 * time.Millisecond, 0, 0, gapDelay},                    // prompt
+		{time.Second, 0, 0, 2 * time.Second},                       // a second late
+		{100 * time.Millisecond, 0, latenessHalfLife, time.Second}, // halved; a prompt one does not lower it
+		{0, 2 * latenessHalfLife, 5 * latenessHalfLife, gapDelay},  // decayed below the floor
+		{time.Hour, 5 * latenessHalfLife, 5 * latenessHalfLife, maxGapDelay},
 	}
 	for i, s := range steps {
-		l.note(now.Add(s.created+s.at), now.Add(s.at))
+		l.note(s.waited, now.Add(s.at))
 		if got := l.delay(now.Add(s.after)); got != s.want {
 			t.Errorf("step %d: delay %v, want %v", i, got, s.want)
 		}
@@ -198,7 +198,7 @@ func TestLatenessFresh(t *testing.T) {
 	if l.fresh(now, now) {
 		t.Error("fresh while gossip has never been late")
 	}
-	l.note(now.Add(-time.Second), now)
+	l.note(time.Second, now)
 	for _, c := range []struct {
 		age  time.Duration
 		want bool
@@ -206,5 +206,45 @@ func TestLatenessFresh(t *testing.T) {
 		if got := l.fresh(now.Add(-c.age), now); got != c.want {
 			t.Errorf("age %v: fresh %v, want %v", c.age, got, c.want)
 		}
+	}
+}
+
+// TestBackdatedMessagesDoNotRaiseLateness: an author publishing messages
+// dated an hour back (valid: within MaxAge) does not make gaps wait longer
+// or old messages look fresh at the node that receives them; the lateness
+// is measured on that node's clock, not taken from created_at.
+func TestBackdatedMessagesDoNotRaiseLateness(t *testing.T) {
+	space := protocol.SpaceID("test/backdated")
+	a, _ := newTestMesh(t, Config{})
+	b, _ := newTestMesh(t, Config{}, a)
+	sink := newRecorder()
+	for _, m := range []*Mesh{a, b} {
+		var s Sink = newRecorder()
+		if m == a {
+			s = sink
+		}
+		if err := m.JoinSpace(space, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 10*time.Second, "gossip mesh", func() bool {
+		return containsPeer(a.meshPeers(space), b.ID()) && containsPeer(b.meshPeers(space), a.ID())
+	})
+	key, _, _ := crypto.GenerateEd25519Key(rand.Reader)
+	var ids []protocol.ID
+	for i := range 20 {
+		msg := sign(t, key, space, fmt.Sprint("old ", i), func(d *protocol.Draft) { d.CreatedAt = time.Now().Add(-time.Hour) })
+		if err := b.Publish(t.Context(), msg); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, msg.ID)
+	}
+	waitFor(t, 10*time.Second, "back-dated messages delivered", func() bool { return sink.has(ids...) })
+	now := time.Now()
+	if d := a.late.delay(now); d != gapDelay {
+		t.Errorf("after back-dated messages a gap waits %v, want %v", d, gapDelay)
+	}
+	if a.late.fresh(now.Add(-time.Hour), now) {
+		t.Error("a message an hour old counts as fresh")
 	}
 }

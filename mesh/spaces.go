@@ -292,8 +292,9 @@ const strangerQueue = 256
 
 // received is a gossiped message waiting for the Sink.
 type received struct {
-	msg  *protocol.Message
-	from peer.ID
+	msg   *protocol.Message
+	from  peer.ID
+	known bool // its author is a known member (see Gate.Known)
 }
 
 // receiveLoop hands the space's validated messages to sink: members' and
@@ -309,7 +310,7 @@ func (m *Mesh) receiveLoop(ctx context.Context, s *space, sink Sink) {
 		for {
 			select {
 			case r := <-q:
-				m.deliver(ctx, s, sink, r.msg, r.from)
+				m.deliver(ctx, s, sink, r)
 			case <-ctx.Done():
 				return
 			}
@@ -335,7 +336,7 @@ func (m *Mesh) receiveLoop(ctx context.Context, s *space, sink Sink) {
 			m.log.Error("gossip message without validator data", "space", s.id, "peer", pm.ReceivedFrom)
 			continue
 		}
-		r := received{msg: a.msg, from: pm.ReceivedFrom}
+		r := received{msg: a.msg, from: pm.ReceivedFrom, known: a.known}
 		if a.known {
 			select {
 			case members <- r:
@@ -355,15 +356,19 @@ func (m *Mesh) receiveLoop(ctx context.Context, s *space, sink Sink) {
 	}
 }
 
-// deliver hands one gossiped message to sink, then repairs the gap it
+// deliver hands one gossiped message to sink, notes how long it waited
+// here if its author is known (see lateness), then repairs the gap it
 // reveals, if any.
-func (m *Mesh) deliver(ctx context.Context, s *space, sink Sink, msg *protocol.Message, from peer.ID) {
-	m.late.note(msg.Created(), m.now())
+func (m *Mesh) deliver(ctx context.Context, s *space, sink Sink, r received) {
+	msg, from := r.msg, r.from
 	err := sink.Deliver(ctx, msg)
 	if err == nil {
 		m.stored.add(msg.ID)
 	}
-	s.flight.done(msg.ID)
+	if at, ok := s.flight.done(msg.ID); ok && r.known {
+		now := m.now()
+		m.late.note(now.Sub(at), now)
+	}
 	if err != nil {
 		switch {
 		case ctx.Err() != nil:
