@@ -165,25 +165,28 @@ func TestStoredRing(t *testing.T) {
 	}
 }
 
-// TestLateness: a gap waits gapDelay while messages are prompt, twice the
-// largest recent wait once they are slower, that wait halving every
-// latenessHalfLife, never more than maxGapDelay.
+// TestLateness: a gap waits gapDelay while gossip is prompt, twice the
+// largest recent lateness once it is slower, that wait halving every
+// latenessHalfLife, never more than maxGapDelay; a message from a clock
+// ahead (delivered "before" it was created) changes nothing.
 func TestLateness(t *testing.T) {
 	now := time.Unix(1000, 0)
 	var l lateness
+	author := peer.ID("author")
 	steps := []struct {
-		waited, at time.Duration // the wait noted, when (relative to now)
-		after      time.Duration // when to ask
-		want       time.Duration
+		created, at time.Duration // relative to now
+		after       time.Duration // when to ask
+		want        time.Duration
 	}{
-		{10 * time.Millisecond, 0, 0, gapDelay},                    // prompt
-		{time.Second, 0, 0, 2 * time.Second},                       // a second late
-		{100 * time.Millisecond, 0, latenessHalfLife, time.Second}, // halved; a prompt one does not lower it
-		{0, 2 * latenessHalfLife, 5 * latenessHalfLife, gapDelay},  // decayed below the floor
-		{time.Hour, 5 * latenessHalfLife, 5 * latenessHalfLife, maxGapDelay},
+		{-10 * time.Millisecond, 0, 0, gapDelay},                             // prompt
+		{-time.Second, 0, 0, 2 * time.Second},                                // a second late
+		{-100 * time.Millisecond, 0, latenessHalfLife, time.Second},          // halved; a prompt one does not lower it
+		{time.Hour, latenessHalfLife, 2 * latenessHalfLife, time.Second / 2}, // from the future: no change
+		{0, 2 * latenessHalfLife, 5 * latenessHalfLife, gapDelay},            // decayed below the floor
+		{-time.Hour, 5 * latenessHalfLife, 5 * latenessHalfLife, maxGapDelay},
 	}
 	for i, s := range steps {
-		l.note(s.waited, now.Add(s.at))
+		l.note(author, true, now.Add(s.created+s.at), now.Add(s.at))
 		if got := l.delay(now.Add(s.after)); got != s.want {
 			t.Errorf("step %d: delay %v, want %v", i, got, s.want)
 		}
@@ -198,7 +201,7 @@ func TestLatenessFresh(t *testing.T) {
 	if l.fresh(now, now) {
 		t.Error("fresh while gossip has never been late")
 	}
-	l.note(time.Second, now)
+	l.note("author", true, now.Add(-time.Second), now)
 	for _, c := range []struct {
 		age  time.Duration
 		want bool
@@ -209,10 +212,63 @@ func TestLatenessFresh(t *testing.T) {
 	}
 }
 
+// TestLatenessRobust: one author back-dating its messages, known or not,
+// or a flock of fresh strangers doing so, does not raise the lateness
+// while honest authors are prompt; half the known authors being late
+// does. The strangers' and the known authors' places stay bounded.
+func TestLatenessRobust(t *testing.T) {
+	now := time.Unix(1000, 0)
+	prompt := now.Add(-5 * time.Millisecond)
+	old := now.Add(-time.Hour)
+	check := func(what string, l *lateness, want time.Duration) {
+		t.Helper()
+		if got := l.delay(now); got != want {
+			t.Errorf("%s: delay %v, want %v", what, got, want)
+		}
+		if want == gapDelay && l.fresh(now.Add(-time.Second), now) {
+			t.Errorf("%s: a message a second old counts as fresh", what)
+		}
+	}
+
+	var one lateness // one known author back-dates, one known is prompt
+	one.note("honest", true, prompt, now)
+	one.note("attacker", true, old, now)
+	check("one known attacker", &one, gapDelay)
+
+	var stranger lateness // one stranger back-dates, one stranger is prompt
+	stranger.note("honest", false, prompt, now)
+	stranger.note("attacker", false, old, now)
+	check("one stranger attacker", &stranger, gapDelay)
+
+	var flock lateness // 1,000 fresh peer IDs back-date; one known author is prompt
+	flock.note("honest", true, prompt, now)
+	for i := range 1000 {
+		flock.note(peer.ID(fmt.Sprint("sybil", i)), false, old, now)
+	}
+	check("a flock of strangers", &flock, gapDelay)
+	if len(flock.strangers) > maxLateStrangers {
+		t.Errorf("%d strangers kept, want at most %d", len(flock.strangers), maxLateStrangers)
+	}
+
+	var late lateness // two known authors of three really are a second late
+	late.note("a", true, prompt, now)
+	late.note("b", true, now.Add(-time.Second), now)
+	late.note("c", true, now.Add(-time.Second), now)
+	check("most authors late", &late, 2*time.Second)
+
+	var many lateness
+	for i := range 2 * maxLateAuthors {
+		many.note(peer.ID(fmt.Sprint("author", i)), true, prompt, now)
+	}
+	if len(many.known) > maxLateAuthors {
+		t.Errorf("%d known authors kept, want at most %d", len(many.known), maxLateAuthors)
+	}
+}
+
 // TestBackdatedMessagesDoNotRaiseLateness: an author publishing messages
-// dated an hour back (valid: within MaxAge) does not make gaps wait longer
-// or old messages look fresh at the node that receives them; the lateness
-// is measured on that node's clock, not taken from created_at.
+// dated an hour back (valid: within MaxAge) while another publishes
+// promptly does not make gaps wait longer, or old messages look fresh,
+// at the node that receives them.
 func TestBackdatedMessagesDoNotRaiseLateness(t *testing.T) {
 	space := protocol.SpaceID("test/backdated")
 	a, _ := newTestMesh(t, Config{})
@@ -230,19 +286,25 @@ func TestBackdatedMessagesDoNotRaiseLateness(t *testing.T) {
 	waitFor(t, 10*time.Second, "gossip mesh", func() bool {
 		return containsPeer(a.meshPeers(space), b.ID()) && containsPeer(b.meshPeers(space), a.ID())
 	})
-	key, _, _ := crypto.GenerateEd25519Key(rand.Reader)
+	attacker, _, _ := crypto.GenerateEd25519Key(rand.Reader)
+	honest, _, _ := crypto.GenerateEd25519Key(rand.Reader)
 	var ids []protocol.ID
 	for i := range 20 {
-		msg := sign(t, key, space, fmt.Sprint("old ", i), func(d *protocol.Draft) { d.CreatedAt = time.Now().Add(-time.Hour) })
-		if err := b.Publish(t.Context(), msg); err != nil {
-			t.Fatal(err)
+		msg := sign(t, honest, space, fmt.Sprint("now ", i), nil)
+		back := sign(t, attacker, space, fmt.Sprint("old ", i), func(d *protocol.Draft) { d.CreatedAt = time.Now().Add(-time.Hour) })
+		for _, m := range []*protocol.Message{msg, back} {
+			if err := b.Publish(t.Context(), m); err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, m.ID)
 		}
-		ids = append(ids, msg.ID)
 	}
-	waitFor(t, 10*time.Second, "back-dated messages delivered", func() bool { return sink.has(ids...) })
+	waitFor(t, 10*time.Second, "messages delivered", func() bool { return sink.has(ids...) })
 	now := time.Now()
-	if d := a.late.delay(now); d != gapDelay {
-		t.Errorf("after back-dated messages a gap waits %v, want %v", d, gapDelay)
+	// The honest messages' own lateness (milliseconds, or more on a
+	// loaded machine) sets the wait; the back-dated ones would set 5 s.
+	if d := a.late.delay(now); d >= maxGapDelay/2 {
+		t.Errorf("after back-dated messages a gap waits %v, want the honest author's (under %v)", d, maxGapDelay/2)
 	}
 	if a.late.fresh(now.Add(-time.Hour), now) {
 		t.Error("a message an hour old counts as fresh")

@@ -326,7 +326,7 @@ func TestSyncSinkStale(t *testing.T) {
 	if err := s.Deliver(t.Context(), a); err != nil || stale.Load() != 1 {
 		t.Fatalf("gossip prompt: %v, %d stale; want the message taken and counted", err, stale.Load())
 	}
-	l.note(time.Second, created) // gossip a second late
+	l.note(a.Sender(), true, created.Add(-time.Second), created) // gossip a second late
 	bs := s.(reconcile.BatchSink)
 	if errs := bs.DeliverBatch(t.Context(), []*protocol.Message{b}); errs[0] != nil {
 		t.Errorf("fresh message in a batch: %v", errs[0])

@@ -49,17 +49,14 @@ func (f *inflight) add(id protocol.ID) {
 	f.at[id] = now
 }
 
-// done notes that the Sink is finished with id (stored or not), and
-// returns when gossip accepted it (ok false: it was not on its way).
-func (f *inflight) done(id protocol.ID) (accepted time.Time, ok bool) {
+// done notes that the Sink is finished with id (stored or not).
+func (f *inflight) done(id protocol.ID) {
 	if f == nil {
-		return time.Time{}, false
+		return
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	accepted, ok = f.at[id]
 	delete(f.at, id)
-	return accepted, ok
 }
 
 // has reports whether id is on its way to the Sink.

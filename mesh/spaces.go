@@ -356,19 +356,16 @@ func (m *Mesh) receiveLoop(ctx context.Context, s *space, sink Sink) {
 	}
 }
 
-// deliver hands one gossiped message to sink, notes how long it waited
-// here if its author is known (see lateness), then repairs the gap it
-// reveals, if any.
+// deliver notes how late gossip brought a message (see lateness), hands
+// it to sink, then repairs the gap it reveals, if any.
 func (m *Mesh) deliver(ctx context.Context, s *space, sink Sink, r received) {
 	msg, from := r.msg, r.from
+	m.late.note(msg.Sender(), r.known, msg.Created(), m.now())
 	err := sink.Deliver(ctx, msg)
 	if err == nil {
 		m.stored.add(msg.ID)
 	}
-	if at, ok := s.flight.done(msg.ID); ok && r.known {
-		now := m.now()
-		m.late.note(now.Sub(at), now)
-	}
+	s.flight.done(msg.ID)
 	if err != nil {
 		switch {
 		case ctx.Err() != nil:
