@@ -1,9 +1,11 @@
 package mesh
 
 import (
+	"context"
 	"crypto/rand"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -308,5 +310,92 @@ func TestBackdatedMessagesDoNotRaiseLateness(t *testing.T) {
 	}
 	if a.late.fresh(now.Add(-time.Hour), now) {
 		t.Error("a message an hour old counts as fresh")
+	}
+}
+
+// gossipBatcher is a Sink that takes gossip's messages a batch at a time
+// (GossipBatchSink), holding the first batch until release is closed,
+// and declining one message.
+type gossipBatcher struct {
+	*recorder
+	release chan struct{}
+	decline protocol.ID
+	mu      sync.Mutex
+	sizes   []int
+	single  int // calls of Deliver
+}
+
+func (g *gossipBatcher) Deliver(ctx context.Context, m *protocol.Message) error {
+	g.mu.Lock()
+	g.single++
+	g.mu.Unlock()
+	return g.recorder.Deliver(ctx, m)
+}
+
+func (g *gossipBatcher) DeliverGossip(ctx context.Context, ms []*protocol.Message) []error {
+	<-g.release
+	g.mu.Lock()
+	g.sizes = append(g.sizes, len(ms))
+	g.mu.Unlock()
+	errs := make([]error, len(ms))
+	for i, m := range ms {
+		if m.ID == g.decline {
+			errs[i] = ErrDeclined
+			continue
+		}
+		errs[i] = g.recorder.Deliver(ctx, m)
+	}
+	return errs
+}
+
+// TestGossipBatches: a Sink that takes batches gets what gossip brought
+// while it stored the batch before in one call, never one at a time; what
+// it stored is noted as stored, what it declined is not, and neither is
+// on its way any more.
+func TestGossipBatches(t *testing.T) {
+	space := protocol.SpaceID("test/batches")
+	a, _ := newTestMesh(t, Config{Rates: RateLimits{Off: true}})
+	b, _ := newTestMesh(t, Config{Rates: RateLimits{Off: true}}, a)
+	key, _, _ := crypto.GenerateEd25519Key(rand.Reader)
+	msgs := make([]*protocol.Message, 50)
+	ids := make([]protocol.ID, len(msgs))
+	for i := range msgs {
+		msgs[i] = sign(t, key, space, fmt.Sprint("m", i), nil)
+		ids[i] = msgs[i].ID
+	}
+	sink := &gossipBatcher{recorder: newRecorder(), release: make(chan struct{}), decline: msgs[10].ID}
+	if err := a.JoinSpace(space, sink); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.JoinSpace(space, newRecorder()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "gossip mesh", func() bool {
+		return containsPeer(a.meshPeers(space), b.ID()) && containsPeer(b.meshPeers(space), a.ID())
+	})
+	for _, m := range msgs {
+		if err := b.Publish(t.Context(), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The first batch is held; the rest queue up behind it.
+	waitFor(t, 10*time.Second, "every message accepted and queued", func() bool { return a.flight.len() == len(msgs) })
+	close(sink.release)
+	waitFor(t, 10*time.Second, "every message delivered", func() bool {
+		return sink.has(ids[:10]...) && sink.has(ids[11:]...) && a.flight.len() == 0
+	})
+	sink.mu.Lock()
+	sizes, single := sink.sizes, sink.single
+	sink.mu.Unlock()
+	if single != 0 || len(sizes) < 2 || slices.Max(sizes[1:]) < 2 {
+		t.Errorf("batches of %v and %d single deliveries, want batches after the first one held", sizes, single)
+	}
+	if a.stored.has(msgs[10].ID) {
+		t.Error("the declined message is noted as stored")
+	}
+	for _, m := range msgs[11:] {
+		if !a.stored.has(m.ID) {
+			t.Fatalf("%s delivered but not noted as stored", m.ID)
+		}
 	}
 }
