@@ -277,7 +277,7 @@ func (s syncSink) Deliver(ctx context.Context, msg *protocol.Message) error {
 // gossip brings a batch at a time: those that arrived while the batch
 // before was being stored, up to maxGossipBatch, in the order gossip
 // accepted them. DeliverGossip returns one error per message, as Deliver
-// would. With it, each of a space's two queues (members' and strangers';
+// would, and must not keep ms (it is reused). With it, each of a space's two queues (members' and strangers';
 // see receiveLoop) has one goroutine that stores what it holds at once,
 // instead of workers that each took one message and waited for a group
 // commit to store it with the others': a message no longer wakes a worker,
