@@ -73,7 +73,8 @@ const (
 // peer ID costs nothing, so the authors the Gate does not know (knowing
 // one takes its messages being stored for a while: the node's probation)
 // count as one author, with the lower median of theirs: a flock of fresh
-// peer IDs moves that one vote, which the known authors outvote. While no
+// peer IDs moves that one vote, which the known authors outvote. Only the
+// authors heard from within lateActive vote (see lateActive). While no
 // author of a space is known, a flock of strangers outnumbering the honest
 // ones can still raise it, up to maxGapDelay. A sender whose clock is
 // ahead only lowers its own lateness (a delay below zero counts as none).
@@ -104,25 +105,36 @@ func (a lateAuthor) valueAt(now time.Time) time.Duration {
 	return time.Duration(float64(a.max) * math.Exp2(-age.Seconds()/latenessHalfLife.Seconds()))
 }
 
+// lateActive is how lately an author must have been heard from to count:
+// authors of a space long quiet would otherwise vote, each with a lateness
+// decayed to nothing, for gaps to be repaired at once while the authors
+// posting now are late.
+const lateActive = 30 * time.Second
+
 // lateValueFor is how long a computed lateness serves: it decays by less
 // than 1 % in that time.
 const lateValueFor = 100 * time.Millisecond
 
 // valueLocked is the lateness at now: the lower median of the known
-// authors' and of one more, the lower median of the strangers'.
+// authors' and of one more, the lower median of the strangers', over the
+// authors heard from within lateActive.
 func (l *lateness) valueLocked(now time.Time) time.Duration {
 	if !l.stale && now.Sub(l.valueAt) < lateValueFor && !now.Before(l.valueAt) {
 		return l.value
 	}
 	vs := make([]time.Duration, 0, len(l.known)+1)
-	if len(l.strangers) > 0 {
-		for _, a := range l.strangers {
+	for _, a := range l.strangers {
+		if now.Sub(a.seen) <= lateActive {
 			vs = append(vs, a.valueAt(now))
 		}
+	}
+	if len(vs) > 0 {
 		vs = []time.Duration{lowerMedian(vs)}
 	}
 	for _, a := range l.known {
-		vs = append(vs, a.valueAt(now))
+		if now.Sub(a.seen) <= lateActive {
+			vs = append(vs, a.valueAt(now))
+		}
 	}
 	l.value, l.valueAt, l.stale = lowerMedian(vs), now, false
 	return l.value

@@ -258,6 +258,13 @@ func TestLatenessRobust(t *testing.T) {
 	late.note("c", true, now.Add(-time.Second), now)
 	check("most authors late", &late, 2*time.Second)
 
+	var quiet lateness // five authors prompt 5 min ago, quiet since; one posting now a second late
+	for i := range 5 {
+		quiet.note(peer.ID(fmt.Sprint("quiet", i)), true, now.Add(-5*time.Minute), now.Add(-5*time.Minute))
+	}
+	quiet.note("busy", true, now.Add(-time.Second), now)
+	check("quiet authors", &quiet, 2*time.Second)
+
 	var many lateness
 	for i := range 2 * maxLateAuthors {
 		many.note(peer.ID(fmt.Sprint("author", i)), true, prompt, now)
