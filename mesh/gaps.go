@@ -3,6 +3,7 @@ package mesh
 import (
 	"context"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -39,41 +40,158 @@ const maxGapDelay = 5 * time.Second
 // latenessHalfLife is how fast the lateness remembered halves.
 const latenessHalfLife = 10 * time.Second
 
-// lateness is how late gossip has brought messages lately: the largest
-// delay, from a message's created_at to its delivery here, decaying by half
-// every latenessHalfLife. A missing parent was created before its child,
-// so gossip brings it (when it does) no later than that delay after the
-// child: a gap waits that long, twice over, before it is repaired. With a
-// fixed wait (gapDelay), a loaded space, where gossip took longer than
-// that, repaired gap after gap that gossip was about to fill: ~1,200 sync
-// sessions in 10 s in a 10-daemon space at 500 msg/s, each costing the
-// busy daemons more. A sender whose clock is ahead only makes a gap wait
-// less (a delay below zero counts as none); one whose clock is behind
-// makes gaps wait longer, up to maxGapDelay. Safe for concurrent use; the
-// zero value is ready.
+// maxLateAuthors and maxLateStrangers bound the known authors and the
+// others that lateness keeps apart; past either, a new one takes the
+// place of one noted before: the known author whose lateness has decayed
+// the most, the stranger noted least lately.
+const (
+	maxLateAuthors   = 256
+	maxLateStrangers = 64
+)
+
+// lateness is how late gossip has brought messages lately: for each
+// author, the largest delay from one of its messages' created_at to its
+// delivery here, decaying by half every latenessHalfLife; and, of those,
+// a lower median (see valueLocked). A missing parent was created before
+// its child, so gossip brings it (when it does) no later than that delay
+// after the child: a gap waits that long, twice over, before it is
+// repaired. With a fixed wait (gapDelay), a loaded space, where gossip
+// took longer than that, repaired gap after gap that gossip was about to
+// fill: ~1,200 sync sessions in 10 s in a 10-daemon space at 500 msg/s,
+// each costing the busy daemons more. (Measured on this node's clock
+// alone, from gossip accepting a message to storing it, it missed the
+// time messages wait at their sender and relays, and the sync storm came
+// back: 100–2,564 sessions per 10 s run of weft bench's broadcast, where
+// created_at's delay had 0–6.)
+//
+// created_at is its author's say. Taken as it was, as one largest delay
+// over every message, one author publishing back-dated messages made every
+// gap wait maxGapDelay, and every message sync fetched look like one
+// gossip was about to bring (see fresh). Kept per author, an author moves
+// only its own lateness, and a lower median moves only when at least half
+// of the authors are late: one author cannot, whatever the others do. A
+// peer ID costs nothing, so the authors the Gate does not know (knowing
+// one takes its messages being stored for a while: the node's probation)
+// count as one author, with the lower median of theirs: a flock of fresh
+// peer IDs moves that one vote, which the known authors outvote. Only the
+// authors heard from within lateActive vote (see lateActive). While no
+// author of a space is known, a flock of strangers outnumbering the honest
+// ones can still raise it, up to maxGapDelay. A sender whose clock is
+// ahead only lowers its own lateness (a delay below zero counts as none).
+// Safe for concurrent use; the zero value is ready.
 type lateness struct {
-	mu  sync.Mutex
-	max time.Duration
-	at  time.Time // when max was noted
+	mu        sync.Mutex
+	known     map[peer.ID]lateAuthor
+	strangers map[peer.ID]lateAuthor
+	// value is the lateness at valueAt, while no note changed it.
+	value   time.Duration
+	valueAt time.Time
+	stale   bool // value must be computed again
 }
 
-// valueLocked is the remembered lateness at now.
-func (l *lateness) valueLocked(now time.Time) time.Duration {
-	age := now.Sub(l.at)
-	if age <= 0 || l.max <= 0 {
-		return l.max
+// lateAuthor is one author's largest delay, noted at at, and when one of
+// its messages was last noted.
+type lateAuthor struct {
+	max      time.Duration
+	at, seen time.Time
+}
+
+// valueAt is a's lateness at now.
+func (a lateAuthor) valueAt(now time.Time) time.Duration {
+	age := now.Sub(a.at)
+	if age <= 0 || a.max <= 0 {
+		return a.max
 	}
-	return time.Duration(float64(l.max) * math.Exp2(-age.Seconds()/latenessHalfLife.Seconds()))
+	return time.Duration(float64(a.max) * math.Exp2(-age.Seconds()/latenessHalfLife.Seconds()))
 }
 
-// note records a message created at created delivered at now.
-func (l *lateness) note(created, now time.Time) {
-	d := min(now.Sub(created), maxGapDelay)
+// lateActive is how lately an author must have been heard from to count:
+// authors of a space long quiet would otherwise vote, each with a lateness
+// decayed to nothing, for gaps to be repaired at once while the authors
+// posting now are late.
+const lateActive = 30 * time.Second
+
+// lateValueFor is how long a computed lateness serves: it decays by less
+// than 1 % in that time.
+const lateValueFor = 100 * time.Millisecond
+
+// valueLocked is the lateness at now: the lower median of the known
+// authors' and of one more, the lower median of the strangers', over the
+// authors heard from within lateActive.
+func (l *lateness) valueLocked(now time.Time) time.Duration {
+	if !l.stale && now.Sub(l.valueAt) < lateValueFor && !now.Before(l.valueAt) {
+		return l.value
+	}
+	vs := make([]time.Duration, 0, len(l.known)+1)
+	for _, a := range l.strangers {
+		if now.Sub(a.seen) <= lateActive {
+			vs = append(vs, a.valueAt(now))
+		}
+	}
+	if len(vs) > 0 {
+		vs = []time.Duration{lowerMedian(vs)}
+	}
+	for _, a := range l.known {
+		if now.Sub(a.seen) <= lateActive {
+			vs = append(vs, a.valueAt(now))
+		}
+	}
+	l.value, l.valueAt, l.stale = lowerMedian(vs), now, false
+	return l.value
+}
+
+// lowerMedian is the middle value of vs, the lower of the two middle ones
+// if their number is even, 0 if there is none. It sorts vs.
+func lowerMedian(vs []time.Duration) time.Duration {
+	if len(vs) == 0 {
+		return 0
+	}
+	slices.Sort(vs)
+	return vs[(len(vs)-1)/2]
+}
+
+// note records a message of author (known to the Gate or not) created at
+// created, delivered at now.
+func (l *lateness) note(author peer.ID, known bool, created, now time.Time) {
+	d := min(max(now.Sub(created), 0), maxGapDelay)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if d > l.valueLocked(now) {
-		l.max, l.at = d, now
+	by, limit := &l.known, maxLateAuthors
+	if !known {
+		by, limit = &l.strangers, maxLateStrangers
 	}
+	if *by == nil {
+		*by = make(map[peer.ID]lateAuthor)
+	}
+	a, ok := (*by)[author]
+	if !ok && len(*by) >= limit {
+		delete(*by, evictee(*by, known, now))
+	}
+	a.seen = now
+	if d > a.valueAt(now) {
+		a.max, a.at = d, now
+		l.stale = true
+	}
+	(*by)[author] = a
+}
+
+// evictee is the author of by to forget for a new one: the known author
+// whose lateness has decayed the most, the stranger heard from least
+// lately (a flock of fresh peer IDs replaces its own first).
+func evictee(by map[peer.ID]lateAuthor, known bool, now time.Time) peer.ID {
+	var drop peer.ID
+	least := time.Duration(math.MaxInt64)
+	oldest := now
+	for p, a := range by {
+		if known {
+			if v := a.valueAt(now); v < least {
+				drop, least = p, v
+			}
+		} else if !a.seen.After(oldest) {
+			drop, oldest = p, a.seen
+		}
+	}
+	return drop
 }
 
 // fresh reports whether a message created at created may still be on its

@@ -3,8 +3,7 @@ package mesh
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
+	"encoding/base64"
 	"errors"
 	"log/slog"
 	"time"
@@ -73,55 +72,58 @@ const (
 	peerQueue     = 128
 )
 
-// gossipParams are gossipsub's defaults with a smaller mesh. A node gets a
-// full copy of each message from every mesh peer that has it first, and
-// reads, decrypts and checks each copy's ID; with the default degree
-// bounds (D 6, Dhi 12) every member of a space of up to 13 nodes was in
-// every other's mesh, so a node of a 10-node space took 8–9 copies of each
-// message (its publisher floods it to all of them besides). D 4 with Dhi 6
-// keeps a mesh connected (each node still has at least Dlo 3 mesh peers
-// after a prune, the publisher's flood reaches every subscriber it knows)
-// at about half the copies. Dout and Dscore are scaled down with D, as
-// gossipsub requires (Dout < Dlo, Dout ≤ D/2, Dscore ≤ D).
+// gossipParams are gossipsub's defaults with a smaller mesh and less
+// gossip. A node gets a full copy of each message from every mesh peer
+// that has it first, and reads, decrypts and checks each copy's ID; with
+// the default degree bounds (D 6, Dhi 12) every member of a space of up to
+// 13 nodes was in every other's mesh, so a node of a 10-node space took
+// 8–9 copies of each message (its publisher floods it to all of them
+// besides). With D 4 (3–6) it took 4.4 (10 nodes, 600 messages: 3.4
+// duplicates each); with D 3 (2–4), 3.3. Each node still has at least Dlo
+// 2 mesh peers after a prune, and the publisher's flood reaches every
+// subscriber it knows. Dscore and Dout are scaled down with D, as
+// gossipsub requires (Dout < Dlo, Dout < D/2, Dscore ≤ D): Dout 0 means
+// the mesh keeps no place for a peer this node dialled itself, so a node
+// whose connections are all inbound from one attacker's peer IDs could
+// have only those in its mesh; the publishers it is connected to still
+// flood it every message, its gossip (IHAVE) peers offer what they miss,
+// and sync repairs the rest.
+//
+// Gossip (IHAVE) is the backup of the mesh: at each heartbeat a node lists
+// the IDs of the messages of the last HistoryGossip heartbeats to Dlazy
+// peers outside its mesh (at least; GossipFactor of them if more). With
+// the defaults (3 heartbeats, 6 peers) every non-mesh peer of a 10-node
+// space heard each ID three times: 15 IDs in and out per message per node,
+// more bytes than the message's own copies, each ID decoded, allocated and
+// looked up. Advertising the last heartbeat's messages to 3 peers (each
+// ID 3 times) still offers every message to peers outside the mesh once
+// (a node that missed it asks: IWANT); sync repairs what both miss.
 func gossipParams() pubsub.GossipSubParams {
 	p := pubsub.DefaultGossipSubParams()
-	p.D, p.Dlo, p.Dhi, p.Dscore, p.Dout = 4, 3, 6, 2, 1
+	p.D, p.Dlo, p.Dhi, p.Dscore, p.Dout = 3, 2, 4, 1, 0
+	p.Dlazy, p.HistoryGossip = 3, 1
 	return p
 }
 
-// gossipID is the gossipsub message ID of a weft wire message: its weft ID
-// followed by its signature. Keying the seen-cache by weft ID alone would
-// let anyone suppress a message: a copy with a corrupted signature has the
-// same weft ID, is rejected, and would leave the ID marked as seen, so the
-// real message arriving next would be dropped as a duplicate. Only the
-// sender can make another valid signature over the same body. Data that is
-// not a weft frame gets the SHA-256 of its bytes, in hex.
-func gossipID(pm *pb.Message) string {
-	body, sig, ok := splitWire(pm.Data)
-	if !ok {
-		sum := sha256.Sum256(pm.Data)
-		return hex.EncodeToString(sum[:])
-	}
-	return protocol.MessageID(body).String() + "." + hex.EncodeToString(sig)
-}
+// gossipIDSize is how many bytes of a wire message's SHA-256 make its
+// gossipsub message ID: 128 bits, as hard to collide with on purpose as
+// to guess.
+const gossipIDSize = 16
 
-// splitWire cuts a wire message into body and signature without parsing
-// the body: the ID function runs on every copy of every message, duplicates
-// included, so it must be cheap. It follows protocol.Decode's framing; a
-// test checks the two agree.
-func splitWire(wire []byte) (body, sig []byte, ok bool) {
-	if len(wire) == 0 || wire[0] != 0x01 {
-		return nil, nil, false
-	}
-	n, k := binary.Uvarint(wire[1:])
-	if k <= 0 {
-		return nil, nil, false
-	}
-	rest := wire[1+k:]
-	if n > uint64(len(rest)) || uint64(len(rest))-n != protocol.SignatureSize {
-		return nil, nil, false
-	}
-	return rest[:n], rest[n:], true
+// gossipID is the gossipsub message ID of data: the first 16 bytes of its
+// SHA-256, in unpadded URL-safe base64 (22 characters). It covers the
+// whole wire message, signature included: an ID of the weft ID alone
+// would let anyone suppress a message, since a copy with a corrupted
+// signature has the same weft ID, is rejected, and would leave the ID
+// marked as seen, so the real message arriving next would be dropped as a
+// duplicate. The ID is computed for every copy of every message,
+// duplicates included, kept in the seen-cache, and listed in every gossip
+// (IHAVE) a node sends and receives, once per peer: it was the weft ID
+// and the signature in hex (193 characters), and the gossip alone came
+// to more bytes than the messages.
+func gossipID(pm *pb.Message) string {
+	sum := sha256.Sum256(pm.Data)
+	return base64.RawURLEncoding.EncodeToString(sum[:gossipIDSize])
 }
 
 // Gate is what a Sink may also implement to have a say in what gossip

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"log/slog"
 	"strings"
@@ -155,22 +153,19 @@ func TestSyncSinkDeclinesInflight(t *testing.T) {
 
 func TestGossipID(t *testing.T) {
 	key, _, _ := crypto.GenerateEd25519Key(rand.Reader)
-	msg := sign(t, key, protocol.SpaceID("test/id"), "id", nil)
-	wire := msg.Encode()
-
-	// splitWire agrees with protocol's framing.
-	dec, err := protocol.Decode(wire, protocol.DefaultLimits())
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, sig, ok := splitWire(wire)
-	if !ok || protocol.MessageID(body) != dec.ID || !bytes.Equal(sig, dec.Sig) {
-		t.Fatalf("splitWire disagrees with protocol.Decode")
-	}
+	space := protocol.SpaceID("test/id")
+	wire := sign(t, key, space, "id", nil).Encode()
+	other := sign(t, key, space, "other", nil).Encode()
 
 	id := gossipID(&pb.Message{Data: wire})
-	if !strings.HasPrefix(id, msg.ID.String()+".") {
-		t.Errorf("gossip ID %q does not start with the weft ID %s", id, msg.ID)
+	if len(id) != 22 {
+		t.Errorf("gossip ID %q: %d characters, want 22 (16 bytes in base64)", id, len(id))
+	}
+	if again := gossipID(&pb.Message{Data: bytes.Clone(wire)}); again != id {
+		t.Errorf("the same wire gives gossip IDs %q and %q", id, again)
+	}
+	if gossipID(&pb.Message{Data: other}) == id {
+		t.Error("two messages share a gossip ID")
 	}
 	// A copy with a corrupted signature must not share the ID, or it could
 	// shadow the real message in the seen-cache.
@@ -179,11 +174,14 @@ func TestGossipID(t *testing.T) {
 	if gossipID(&pb.Message{Data: bad}) == id {
 		t.Error("corrupted signature gives the same gossip ID")
 	}
+	// Anything else gets an ID too (the validator rejects it).
+	seen := map[string]bool{id: true}
 	for _, data := range [][]byte{nil, []byte("junk"), wire[:len(wire)-1], append(bytes.Clone(wire), 0)} {
-		sum := sha256.Sum256(data)
-		if got := gossipID(&pb.Message{Data: data}); got != hex.EncodeToString(sum[:]) {
-			t.Errorf("gossipID(%q…) = %q, want SHA-256 fallback", data[:min(len(data), 8)], got)
+		got := gossipID(&pb.Message{Data: data})
+		if seen[got] {
+			t.Errorf("gossipID(%q…) = %q, given before", data[:min(len(data), 8)], got)
 		}
+		seen[got] = true
 	}
 }
 
@@ -328,7 +326,7 @@ func TestSyncSinkStale(t *testing.T) {
 	if err := s.Deliver(t.Context(), a); err != nil || stale.Load() != 1 {
 		t.Fatalf("gossip prompt: %v, %d stale; want the message taken and counted", err, stale.Load())
 	}
-	l.note(created.Add(-time.Second), created) // gossip a second late
+	l.note(a.Sender(), true, created.Add(-time.Second), created) // gossip a second late
 	bs := s.(reconcile.BatchSink)
 	if errs := bs.DeliverBatch(t.Context(), []*protocol.Message{b}); errs[0] != nil {
 		t.Errorf("fresh message in a batch: %v", errs[0])

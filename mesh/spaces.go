@@ -273,6 +273,23 @@ func (s syncSink) Deliver(ctx context.Context, msg *protocol.Message) error {
 	return err
 }
 
+// GossipBatchSink is what a Sink may also implement to take the messages
+// gossip brings a batch at a time: those that arrived while the batch
+// before was being stored, up to maxGossipBatch, in the order gossip
+// accepted them. DeliverGossip returns one error per message, as Deliver
+// would, and must not keep ms (it is reused). With it, each of a space's two queues (members' and strangers';
+// see receiveLoop) has one goroutine that stores what it holds at once,
+// instead of workers that each took one message and waited for a group
+// commit to store it with the others': a message no longer wakes a worker,
+// and a group is no longer bounded by the number of workers (4 for
+// strangers, every author of a space younger than the node's probation).
+type GossipBatchSink interface {
+	DeliverGossip(ctx context.Context, ms []*protocol.Message) []error
+}
+
+// maxGossipBatch bounds the messages of one DeliverGossip.
+const maxGossipBatch = 256
+
 // memberWorkers and strangerWorkers are how many of a space's gossiped
 // messages, of known authors and of the others, are handed to the Sink at
 // once. A durable store fsyncs each message, and concurrent stores share
@@ -292,34 +309,41 @@ const strangerQueue = 256
 
 // received is a gossiped message waiting for the Sink.
 type received struct {
-	msg  *protocol.Message
-	from peer.ID
+	msg   *protocol.Message
+	from  peer.ID
+	known bool // its author is a known member (see Gate.Known)
 }
 
 // receiveLoop hands the space's validated messages to sink: members' and
-// strangers' on workers of their own (see memberWorkers), strangers' shed
-// if they pile up.
+// strangers' from queues of their own, strangers' shed if they pile up;
+// a batch at a time if sink takes batches (see GossipBatchSink), else on
+// workers (see memberWorkers).
 func (m *Mesh) receiveLoop(ctx context.Context, s *space, sink Sink) {
 	self := m.h.ID()
 	members := make(chan received, subBuffer)
 	strangers := make(chan received, strangerQueue)
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	work := func(q <-chan received) {
-		for {
-			select {
-			case r := <-q:
-				m.deliver(ctx, s, sink, r.msg, r.from)
-			case <-ctx.Done():
-				return
+	if bs, ok := sink.(GossipBatchSink); ok {
+		wg.Go(func() { m.batches(ctx, s, bs, members) })
+		wg.Go(func() { m.batches(ctx, s, bs, strangers) })
+	} else {
+		work := func(q <-chan received) {
+			for {
+				select {
+				case r := <-q:
+					m.deliver(ctx, s, sink, r)
+				case <-ctx.Done():
+					return
+				}
 			}
 		}
-	}
-	for range memberWorkers {
-		wg.Go(func() { work(members) })
-	}
-	for range strangerWorkers {
-		wg.Go(func() { work(strangers) })
+		for range memberWorkers {
+			wg.Go(func() { work(members) })
+		}
+		for range strangerWorkers {
+			wg.Go(func() { work(strangers) })
+		}
 	}
 	shed := 0
 	for {
@@ -335,7 +359,7 @@ func (m *Mesh) receiveLoop(ctx context.Context, s *space, sink Sink) {
 			m.log.Error("gossip message without validator data", "space", s.id, "peer", pm.ReceivedFrom)
 			continue
 		}
-		r := received{msg: a.msg, from: pm.ReceivedFrom}
+		r := received{msg: a.msg, from: pm.ReceivedFrom, known: a.known}
 		if a.known {
 			select {
 			case members <- r:
@@ -355,11 +379,59 @@ func (m *Mesh) receiveLoop(ctx context.Context, s *space, sink Sink) {
 	}
 }
 
-// deliver hands one gossiped message to sink, then repairs the gap it
-// reveals, if any.
-func (m *Mesh) deliver(ctx context.Context, s *space, sink Sink, msg *protocol.Message, from peer.ID) {
-	m.late.note(msg.Created(), m.now())
-	err := sink.Deliver(ctx, msg)
+// deliver notes how late gossip brought a message (see lateness), hands
+// it to sink, then repairs the gap it reveals, if any.
+func (m *Mesh) deliver(ctx context.Context, s *space, sink Sink, r received) {
+	m.late.note(r.msg.Sender(), r.known, r.msg.Created(), m.now())
+	m.delivered(ctx, s, r, sink.Deliver(ctx, r.msg))
+}
+
+// batches hands the messages of queue q to sink a batch at a time (see
+// GossipBatchSink) until ctx ends.
+func (m *Mesh) batches(ctx context.Context, s *space, sink GossipBatchSink, q <-chan received) {
+	batch := make([]received, 0, maxGossipBatch)
+	msgs := make([]*protocol.Message, 0, maxGossipBatch)
+	for {
+		batch, msgs = batch[:0], msgs[:0]
+		select {
+		case r := <-q:
+			batch = append(batch, r)
+		case <-ctx.Done():
+			return
+		}
+	drain:
+		for len(batch) < maxGossipBatch {
+			select {
+			case r := <-q:
+				batch = append(batch, r)
+			default:
+				break drain
+			}
+		}
+		now := m.now()
+		for _, r := range batch {
+			m.late.note(r.msg.Sender(), r.known, r.msg.Created(), now)
+			msgs = append(msgs, r.msg)
+		}
+		errs := sink.DeliverGossip(ctx, msgs)
+		for i, r := range batch {
+			err := errNoResult
+			if len(errs) == len(batch) {
+				err = errs[i]
+			}
+			m.delivered(ctx, s, r, err)
+		}
+	}
+}
+
+// errNoResult is a message's error when DeliverGossip did not return one
+// error per message.
+var errNoResult = errors.New("gossip batch: no result for the message")
+
+// delivered notes that the Sink is finished with r's message (err: how),
+// and repairs the gap it reveals, if any.
+func (m *Mesh) delivered(ctx context.Context, s *space, r received, err error) {
+	msg, from := r.msg, r.from
 	if err == nil {
 		m.stored.add(msg.ID)
 	}

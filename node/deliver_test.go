@@ -107,3 +107,61 @@ func TestDeliverGroups(t *testing.T) {
 		t.Error("the message within the limit was not stored")
 	}
 }
+
+// TestDeliverGossip: a batch gossip hands over (mesh.GossipBatchSink) is
+// stored at once, each message once, whether it was delivered before or
+// comes twice in the batch, with one error per message: nil, or
+// ErrDeclined for one over the space's size limit, the rest unharmed.
+func TestDeliverGossip(t *testing.T) {
+	cfg := Default()
+	cfg.Home, cfg.MDNS, cfg.DHTMode = t.TempDir(), false, "client"
+	cfg.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
+	n, err := New(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	sp, _, err := n.Join("test-deliver-gossip", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _, _ := crypto.GenerateEd25519Key(rand.Reader)
+	lim := protocol.DefaultLimits()
+	sign := func(text string) *protocol.Message {
+		content, _ := json.Marshal(map[string]string{"text": text})
+		m, err := protocol.Sign(key, protocol.Draft{Space: sp.ID, CreatedAt: time.Now(), Type: "text", Content: content}, lim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	sink := spaceSink{n}
+	first := sign("first")
+	if errs := sink.DeliverGossip(t.Context(), []*protocol.Message{first}); len(errs) != 1 || errs[0] != nil {
+		t.Fatalf("one message: %v", errs)
+	}
+	over := sign(strings.Repeat("x", 2048))
+	n.limits.set(sp.ID, store.SpaceLimits{MaxMessageSize: len(over.Body) - 1})
+	a, b := sign("a"), sign("b")
+	batch := []*protocol.Message{a, first, over, b, a}
+	errs := sink.DeliverGossip(t.Context(), batch)
+	if len(errs) != len(batch) {
+		t.Fatalf("%d errors for %d messages", len(errs), len(batch))
+	}
+	for i, err := range errs {
+		if want := batch[i] == over; errors.Is(err, mesh.ErrDeclined) != want || (!want && err != nil) {
+			t.Errorf("message %d: %v", i, err)
+		}
+	}
+	got, _, err := n.Read(sp.ID, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := map[protocol.ID]int{}
+	for _, m := range got {
+		stored[m.ID]++
+	}
+	if len(got) != 3 || stored[first.ID] != 1 || stored[a.ID] != 1 || stored[b.ID] != 1 {
+		t.Errorf("stored %v, want first, a and b once each", stored)
+	}
+}

@@ -16,7 +16,9 @@ import (
 // received message's CPU after its signature check. So the messages gossip
 // and sync hand over one at a time wait in a queue, and are stored a group
 // at a time in one transaction (store.PutBatch through DeliverBatch), their
-// space's followers woken once per group.
+// space's followers woken once per group. (Gossip now hands over what it
+// brought meanwhile as one batch, DeliverGossip, which is such a group
+// already; the queue serves the callers of Deliver.)
 //
 // There is no timer: the first caller to find no group being stored stores
 // the queue at once, itself included (a lone message waits for nothing);

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/weftmesh/weft/mesh"
 	"github.com/weftmesh/weft/protocol"
 	"github.com/weftmesh/weft/store"
 )
@@ -39,6 +40,37 @@ func (s spaceSink) Deliver(ctx context.Context, m *protocol.Message) error {
 	// (group.go), as DeliverBatch stores a sync exchange's.
 	return n.group.put(ctx, m, s.DeliverBatch)
 }
+
+// DeliverGossip is Deliver for the messages gossip brought meanwhile
+// (mesh.GossipBatchSink): they are one group already, stored through
+// DeliverBatch at once rather than queued for the group commit one by one.
+func (s spaceSink) DeliverGossip(ctx context.Context, ms []*protocol.Message) []error {
+	n := s.n
+	errs := make([]error, len(ms))
+	pass := make([]*protocol.Message, 0, len(ms))
+	at := make([]int, 0, len(ms))
+	for i, m := range ms {
+		if again := n.recent.put(m); again { // as Deliver
+			if has, err := n.store.Has(m.ID); err == nil && has {
+				continue
+			}
+		}
+		pass, at = append(pass, m), append(at, i)
+	}
+	if len(pass) == 0 {
+		return errs
+	}
+	berrs := s.DeliverBatch(ctx, pass)
+	for k, i := range at {
+		errs[i] = errNotCommitted
+		if len(berrs) == len(pass) {
+			errs[i] = berrs[k]
+		}
+	}
+	return errs
+}
+
+var _ mesh.GossipBatchSink = spaceSink{}
 
 // deliverOne is Deliver for a message stored on its own: a private
 // space's, whose acceptance depends on those accepted before it.

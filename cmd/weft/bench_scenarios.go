@@ -234,6 +234,11 @@ type broadcastRun struct {
 	// the daemons.
 	CPUPerMsgUsMean float64 `json:"cpu_per_msg_us_mean"`
 	CPUPerMsgUsMax  float64 `json:"cpu_per_msg_us_max"`
+	// CPUPerMsgUsReceivers is the mean over the daemons that publish
+	// nothing: a publisher's CPU includes its sends (the API, signing,
+	// storing durably, flooding each message to every member), divided by
+	// the fewer messages it receives.
+	CPUPerMsgUsReceivers float64 `json:"cpu_per_msg_us_receivers"`
 	// SyncSessions is the sync sessions the daemons ran in the run (each
 	// counted by both sides), SyncFetched the messages they fetched by
 	// sync rather than gossip (gap repair, spreading): summed over the
@@ -294,9 +299,9 @@ func (r *broadcastResult) rows() [][2]string {
 		rows = append(rows,
 			[2]string{fmt.Sprintf("%s msg/s target, %d publisher(s) → %d followers", fmtCount(float64(run.TargetPerS)), run.Publishers, r.Daemons),
 				fmt.Sprintf("achieved %s/s; publish→arrival %s, max %s ms", fmtCount(run.AchievedPerS), run.Latency, fmtMs(run.Latency.MaxMs))},
-			[2]string{"  lost / stored / CPU", fmt.Sprintf("%s of %s arrivals missing %.0f s after the last send (%d dup, %d send errors); fewest stored by a daemon %s of %s; CPU %.0f µs per received msg per daemon (max %.0f)",
+			[2]string{"  lost / stored / CPU", fmt.Sprintf("%s of %s arrivals missing %.0f s after the last send (%d dup, %d send errors); fewest stored by a daemon %s of %s; CPU %.0f µs per received msg per daemon (max %.0f; %.0f on those that publish nothing)",
 				fmtCount(float64(run.Lost)), fmtCount(float64(run.Expected)), run.GraceS, run.Duplicates, run.SendErrors,
-				fmtCount(float64(run.StoredMin)), fmtCount(float64(run.Sent)), run.CPUPerMsgUsMean, run.CPUPerMsgUsMax)},
+				fmtCount(float64(run.StoredMin)), fmtCount(float64(run.Sent)), run.CPUPerMsgUsMean, run.CPUPerMsgUsMax, run.CPUPerMsgUsReceivers)},
 			[2]string{"  sync", fmt.Sprintf("%s sessions (both sides count), %s messages fetched by sync instead of gossip",
 				fmtCount(float64(run.SyncSessions)), fmtCount(float64(run.SyncFetched)))})
 	}
@@ -466,14 +471,23 @@ func broadcastAt(ctx context.Context, b *bench, ds []*benchDaemon, space string,
 	wg.Wait()
 	var lats []time.Duration
 	var perMsg []float64
+	var receivers []float64
 	for i, f := range fs {
 		run.Arrived += f.got
 		run.Duplicates += f.dups
 		lats = append(lats, f.lats...)
 		if f.got > 0 {
-			perMsg = append(perMsg, float64((cpu1[i]-cpu0[i]).Microseconds())/float64(f.got))
+			v := float64((cpu1[i] - cpu0[i]).Microseconds()) / float64(f.got)
+			perMsg = append(perMsg, v)
+			if i >= pubs {
+				receivers = append(receivers, v)
+			}
 		}
 	}
+	for _, v := range receivers {
+		run.CPUPerMsgUsReceivers += v / float64(len(receivers))
+	}
+	run.CPUPerMsgUsReceivers = round(run.CPUPerMsgUsReceivers, 1)
 	run.Lost = run.Expected - run.Arrived
 	run.Latency = latencies(lats)
 	for _, v := range perMsg {

@@ -78,7 +78,7 @@ func TestBenchQuick(t *testing.T) {
 		t.Fatalf("broadcast: %+v", s.Broadcast)
 	}
 	for _, run := range s.Broadcast.Runs {
-		if run.Sent == 0 || run.AchievedPerS <= 0 || run.Arrived == 0 || run.CPUPerMsgUsMean <= 0 ||
+		if run.Sent == 0 || run.AchievedPerS <= 0 || run.Arrived == 0 || run.CPUPerMsgUsMean <= 0 || run.CPUPerMsgUsReceivers <= 0 ||
 			run.Expected != run.Sent*(s.Broadcast.Daemons-1) || run.Lost != run.Expected-run.Arrived {
 			t.Errorf("broadcast: %+v", run)
 		}
