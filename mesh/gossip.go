@@ -78,16 +78,11 @@ const (
 // the default degree bounds (D 6, Dhi 12) every member of a space of up to
 // 13 nodes was in every other's mesh, so a node of a 10-node space took
 // 8–9 copies of each message (its publisher floods it to all of them
-// besides). With D 4 (3–6) it took 4.4 (10 nodes, 600 messages: 3.4
-// duplicates each); with D 3 (2–4), 3.3. Each node still has at least Dlo
-// 2 mesh peers after a prune, and the publisher's flood reaches every
-// subscriber it knows. Dscore and Dout are scaled down with D, as
-// gossipsub requires (Dout < Dlo, Dout < D/2, Dscore ≤ D): Dout 0 means
-// the mesh keeps no place for a peer this node dialled itself, so a node
-// whose connections are all inbound from one attacker's peer IDs could
-// have only those in its mesh; the publishers it is connected to still
-// flood it every message, its gossip (IHAVE) peers offer what they miss,
-// and sync repairs the rest.
+// besides). D 4 with Dhi 6 keeps a mesh connected (each node still has at
+// least Dlo 3 mesh peers after a prune, the publisher's flood reaches
+// every subscriber it knows) at about half the copies. Dout and Dscore are
+// scaled down with D, as gossipsub requires (Dout < Dlo, Dout ≤ D/2,
+// Dscore ≤ D).
 //
 // Gossip (IHAVE) is the backup of the mesh: at each heartbeat a node lists
 // the IDs of the messages of the last HistoryGossip heartbeats to Dlazy
@@ -100,7 +95,7 @@ const (
 // (a node that missed it asks: IWANT); sync repairs what both miss.
 func gossipParams() pubsub.GossipSubParams {
 	p := pubsub.DefaultGossipSubParams()
-	p.D, p.Dlo, p.Dhi, p.Dscore, p.Dout = 3, 2, 4, 1, 0
+	p.D, p.Dlo, p.Dhi, p.Dscore, p.Dout = 4, 3, 6, 2, 1
 	p.Dlazy, p.HistoryGossip = 3, 1
 	return p
 }
