@@ -330,9 +330,19 @@ func DecodeStored(wire []byte) (*Message, error) {
 	own := bytes.Clone(wire)
 	rest := own[1+k:]
 	b := rest[:n:n]
+	// Read as parse reads a body (fastbody.go), or by json.Unmarshal if
+	// its shape is one readBody leaves to it.
 	var bd body
-	if err := json.Unmarshal(b, &bd); err != nil {
-		return nil, errorf(ErrMalformed, "%v", err)
+	fields, valid, err := parseObject(b, bodyFields)
+	ok := err == nil && valid
+	if ok {
+		bd, ok = readBody(fields)
+	}
+	if !ok {
+		bd = body{}
+		if err := json.Unmarshal(b, &bd); err != nil {
+			return nil, errorf(ErrMalformed, "%v", err)
+		}
 	}
 	m := &Message{Header: bd.Header, Content: bd.Content, ID: MessageID(b), Body: b, Sig: rest[n:], wire: own}
 	pid, err := peer.Decode(m.From)
