@@ -16,6 +16,9 @@ var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadd
 // IDStringLen is the length of an ID's text form.
 var IDStringLen = idEncoding.EncodedLen(IDSize)
 
+// idTextLen is IDStringLen as a constant (TestIDStringLen).
+const idTextLen = 52
+
 // ID names a message (the SHA-256 of its signed bytes) or a space (the
 // SHA-256 of its domain-separated name). The zero ID is never valid.
 type ID [IDSize]byte
@@ -29,11 +32,13 @@ func ParseID(s string) (ID, error) {
 	if len(s) != IDStringLen {
 		return id, fmt.Errorf("%w: %q has length %d, want %d", ErrBadID, truncate(s, 80), len(s), IDStringLen)
 	}
-	n, err := idEncoding.Decode(id[:], []byte(s))
+	var buf [idTextLen]byte // no allocation: every message received has IDs to parse
+	n, err := idEncoding.Decode(id[:], append(buf[:0], s...))
 	if err != nil || n != IDSize {
 		return ID{}, fmt.Errorf("%w: %q is not base32", ErrBadID, truncate(s, 80))
 	}
-	if idEncoding.EncodeToString(id[:]) != s { // unused trailing bits set
+	idEncoding.Encode(buf[:], id[:])
+	if string(buf[:]) != s { // unused trailing bits set
 		return ID{}, fmt.Errorf("%w: %q is not in canonical form", ErrBadID, truncate(s, 80))
 	}
 	if id.IsZero() {

@@ -330,9 +330,19 @@ func DecodeStored(wire []byte) (*Message, error) {
 	own := bytes.Clone(wire)
 	rest := own[1+k:]
 	b := rest[:n:n]
+	// Read as parse reads a body (fastbody.go), or by json.Unmarshal if
+	// its shape is one readBody leaves to it.
 	var bd body
-	if err := json.Unmarshal(b, &bd); err != nil {
-		return nil, errorf(ErrMalformed, "%v", err)
+	fields, valid, err := parseObject(b, bodyFields)
+	ok := err == nil && valid
+	if ok {
+		bd, ok = readBody(fields)
+	}
+	if !ok {
+		bd = body{}
+		if err := json.Unmarshal(b, &bd); err != nil {
+			return nil, errorf(ErrMalformed, "%v", err)
+		}
 	}
 	m := &Message{Header: bd.Header, Content: bd.Content, ID: MessageID(b), Body: b, Sig: rest[n:], wire: own}
 	pid, err := peer.Decode(m.From)
@@ -429,12 +439,17 @@ func parse(b []byte, lim Limits, v *Verifier) (*Message, error) {
 	if !utf8.Valid(b) {
 		return nil, errorf(ErrMalformed, "body is not UTF-8")
 	}
-	if err := checkTopLevel(b); err != nil {
+	fields, err := checkTopLevel(b)
+	if err != nil {
 		return nil, err
 	}
-	var bd body
-	if err := json.Unmarshal(b, &bd); err != nil {
-		return nil, errorf(ErrMalformed, "%v", err)
+	bd, ok := readBody(fields)
+	if fields == nil || !ok {
+		// A shape readBody leaves to encoding/json (see fastbody.go).
+		bd = body{}
+		if err := json.Unmarshal(b, &bd); err != nil {
+			return nil, errorf(ErrMalformed, "%v", err)
+		}
 	}
 	m := &Message{Header: bd.Header, Content: bd.Content, ID: MessageID(b), Body: b}
 	if err := m.checkShape(lim, v); err != nil {
@@ -455,22 +470,27 @@ var (
 // checkTopLevel requires b to be one JSON object with no repeated key and
 // no key that only case-folds to a field name; refs and meta are held to
 // the same rule, so that no two parsers can read one signed body two ways.
-func checkTopLevel(b []byte) error {
-	fields, err := ParseObject(b, bodyFields)
+// It returns the body's members (sharing b's memory) if b is valid JSON,
+// else none (and no error only if json.Unmarshal finds none either).
+func checkTopLevel(b []byte) (map[string]json.RawMessage, error) {
+	fields, valid, err := parseObject(b, bodyFields)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if raw, ok := fields["refs"]; ok && string(raw) != "null" {
 		if _, err := ParseObject(raw, refsFields); err != nil {
-			return fmt.Errorf("refs: %w", err)
+			return nil, fmt.Errorf("refs: %w", err)
 		}
 	}
 	if raw, ok := fields["meta"]; ok && string(raw) != "null" {
 		if _, err := ParseObject(raw, nil); err != nil {
-			return fmt.Errorf("meta: %w", err)
+			return nil, fmt.Errorf("meta: %w", err)
 		}
 	}
-	return nil
+	if !valid {
+		return nil, nil
+	}
+	return fields, nil
 }
 
 // ParseObject reads b as one JSON object and returns its members' raw
@@ -483,16 +503,24 @@ func checkTopLevel(b []byte) error {
 //
 // The members' values share b's memory.
 func ParseObject(b []byte, known []string) (map[string]json.RawMessage, error) {
+	members, _, err := parseObject(b, known)
+	return members, err
+}
+
+// parseObject is ParseObject; valid reports that b is valid JSON (and so
+// its members' values are).
+func parseObject(b []byte, known []string) (members map[string]json.RawMessage, valid bool, err error) {
 	// Every message received is read with it (its body, refs and meta),
 	// and json.Decoder's tokens cost a third of decoding one: a valid
 	// document is read by a scanner that relies on its validity; an
 	// invalid one by the Decoder, which says what is wrong.
 	if json.Valid(b) {
 		if members, err := scanObject(b, known); members != nil || err != nil {
-			return members, err
+			return members, err == nil, err
 		}
 	}
-	return decodeObject(b, known)
+	members, err = decodeObject(b, known)
+	return members, false, err
 }
 
 // decodeObject is ParseObject with json.Decoder, for any document.

@@ -242,3 +242,9 @@ func BenchmarkKeyTable(b *testing.B) {
 		}
 	})
 }
+
+func TestIDStringLen(t *testing.T) {
+	if IDStringLen != idTextLen {
+		t.Fatalf("IDStringLen %d, idTextLen %d", IDStringLen, idTextLen)
+	}
+}

@@ -106,6 +106,10 @@ type batchPlan struct {
 type batchParent struct {
 	id    protocol.ID
 	space protocol.ID // the stored parent's space; zero if not stored
+	// referenced: the stored parent is named by a stored child already,
+	// so it is no head and its r key is there: nothing to write but the
+	// c key.
+	referenced bool
 }
 
 // batchAdded is a message batchOnce wrote, for the updates after commit.
@@ -120,10 +124,13 @@ type batchAdded struct {
 // putOnce does for one message (see its comment on ordering and heads),
 // in two steps. First, outside commitMu, it reads what each message's
 // keys depend on: whether it is stored, named by a stored child, and which
-// of its parents are stored. Then, under commitMu, it charges each one to
-// the quota and writes the keys of those within it, taking account of the
-// messages of the batch written before: a parent written earlier stops
-// being a head, and so does a message an earlier one names.
+// of its parents are stored and already named by a stored child. Then,
+// under commitMu, it charges each one to the quota and writes the keys of
+// those within it, taking account of the other messages of the batch: one
+// that another written with it names is no head, in either order, and a
+// stored parent is unheaded once. A stored parent that a stored child
+// names already gets only the new c key (it is no head, its r key is
+// there), not a tombstone and an r key again.
 func (s *Store) batchOnce(ms []Message, idx []int, q Quota, results []PutResult) error {
 	s.compact.wake()
 	txn := s.db.NewTransaction(true)
@@ -172,6 +179,13 @@ func (s *Store) batchOnce(ms []Message, idx []int, q Quota, results []PutResult)
 				if bp.space, err = recordSpace(val); err != nil {
 					return fmt.Errorf("parent %s of %s: %w", parent, m.ID, err)
 				}
+				// Read, so a concurrent change of it (a sweep deleting
+				// its last child) conflicts with this transaction.
+				_, err = get(txn, refKey(parent))
+				bp.referenced = err == nil
+				if err != nil && !errors.Is(err, ErrNotFound) {
+					return fmt.Errorf("children of parent %s of %s: %w", parent, m.ID, err)
+				}
 			case !errors.Is(err, ErrNotFound):
 				return fmt.Errorf("parent %s of %s: %w", parent, m.ID, err)
 			}
@@ -187,8 +201,9 @@ func (s *Store) batchOnce(ms []Message, idx []int, q Quota, results []PutResult)
 	var (
 		charges []charge
 		added   []batchAdded
-		written = make(map[protocol.ID]protocol.ID, len(plans)) // id → space, written in this batch
-		named   = make(map[protocol.ID]bool)                    // named in Prev by a message written
+		kept    = make([]batchPlan, 0, len(plans)) // within the quota: written
+		named   = make(map[protocol.ID]bool)       // new in the batch, named by a message written with it
+		linked  = make(map[protocol.ID]bool)       // stored parents unheaded and referenced in txn
 	)
 	fail := func(err error) error {
 		s.commitMu.Unlock()
@@ -208,13 +223,27 @@ func (s *Store) batchOnce(ms []Message, idx []int, q Quota, results []PutResult)
 			return fail(fmt.Errorf("put %s: %w", m.ID, err))
 		}
 		charges = append(charges, c)
-		a, err := s.writeBatched(txn, m, p, written, named)
+		kept = append(kept, p)
+	}
+	// A message of the batch that another one written with it names, in
+	// either order, is never a head: its head key is neither set nor
+	// deleted (a set and a delete in one transaction still write a
+	// tombstone, which every compaction then carries).
+	for _, p := range kept {
+		for _, bp := range p.parents {
+			if planned[bp.id] {
+				named[bp.id] = true
+			}
+		}
+	}
+	for _, p := range kept {
+		m := ms[p.i]
+		a, err := s.writeBatched(txn, m, p, named, linked)
 		if err != nil {
 			return fail(fmt.Errorf("put %s: %w", m.ID, err))
 		}
 		a.i = p.i
 		added = append(added, a)
-		written[m.ID] = m.Space
 	}
 	if len(added) == 0 {
 		s.commitMu.Unlock()
@@ -253,9 +282,10 @@ func (s *Store) batchOnce(ms []Message, idx []int, q Quota, results []PutResult)
 }
 
 // writeBatched writes m's keys into txn under commitMu, as putOnce does,
-// given what was read of it (p) and the messages of the batch written
-// before it (written, and the parents they named).
-func (s *Store) writeBatched(txn *badger.Txn, m Message, p batchPlan, written map[protocol.ID]protocol.ID, named map[protocol.ID]bool) (batchAdded, error) {
+// given what was read of it (p), the new messages of the batch that one
+// written with them names (named: no heads) and the stored parents already
+// unheaded and referenced in txn (linked).
+func (s *Store) writeBatched(txn *badger.Txn, m Message, p batchPlan, named, linked map[protocol.ID]bool) (batchAdded, error) {
 	a := batchAdded{head: !p.referenced && !named[m.ID]}
 	if a.head {
 		if err := txn.Set(headKey(m.Space, m.ID), nil); err != nil {
@@ -263,23 +293,27 @@ func (s *Store) writeBatched(txn *badger.Txn, m Message, p batchPlan, written ma
 		}
 	}
 	for _, bp := range p.parents {
-		space := bp.space
-		if space.IsZero() {
-			space = written[bp.id] // zero if not in the batch either
-		}
-		if !space.IsZero() {
-			if err := txn.Delete(headKey(space, bp.id)); err != nil {
+		switch {
+		case bp.referenced || linked[bp.id]:
+			// Stored, no head, its r key there: nothing but the c key.
+		case !bp.space.IsZero():
+			// Stored and a head until now.
+			if err := txn.Delete(headKey(bp.space, bp.id)); err != nil {
 				return a, fmt.Errorf("unhead parent %s: %w", bp.id, err)
 			}
-			a.unheaded = append(a.unheaded, headRef{space, bp.id})
+			a.unheaded = append(a.unheaded, headRef{bp.space, bp.id})
+			linked[bp.id] = true
+			fallthrough
+		default:
+			// Or not stored: new in the batch (never a head, see named),
+			// or not held; once it is, the r key says it is no head.
+			if err := txn.Set(refKey(bp.id), nil); err != nil {
+				return a, fmt.Errorf("link parent %s: %w", bp.id, err)
+			}
 		}
 		if err := txn.Set(childKey(bp.id, m.ID), nil); err != nil {
 			return a, fmt.Errorf("link parent %s: %w", bp.id, err)
 		}
-		if err := txn.Set(refKey(bp.id), nil); err != nil {
-			return a, fmt.Errorf("link parent %s: %w", bp.id, err)
-		}
-		named[bp.id] = true
 	}
 	for _, to := range m.ReplyTo {
 		if err := txn.Set(replyKey(to, m.ID), nil); err != nil {

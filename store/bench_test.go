@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -169,4 +170,53 @@ func BenchmarkSplit16At100k(b *testing.B) {
 			}
 		}
 	}
+}
+
+// BenchmarkPutBatchIntake measures what a late joiner's store does: 100,000
+// messages of 600 raw bytes, each naming two earlier ones, stored by
+// PutBatch 256 at a time as sync exchanges are. It reports the process's
+// CPU time per message (Badger's flushes and compactions included, until
+// the last batch is stored).
+func BenchmarkPutBatchIntake(b *testing.B) {
+	const total, batch = 100_000, 256
+	sp := protocol.SpaceID("bench")
+	raw := make([]byte, 600)
+	for i := range raw {
+		raw[i] = byte('a' + i%26)
+	}
+	ms := make([]store.Message, total)
+	for i := range ms {
+		ms[i] = benchMsg(sp, uint64(i), raw)
+		ms[i].From = "sender"
+		if i > 1 {
+			ms[i].Prev = []protocol.ID{ms[i-1].ID, ms[i-2].ID}
+		}
+	}
+	for b.Loop() {
+		b.StopTimer()
+		s := openDisk(b, b.TempDir())
+		cpu0 := processCPU(b)
+		b.StartTimer()
+		for i := 0; i < total; i += batch {
+			if _, err := s.PutBatch(b.Context(), ms[i:min(i+batch, total)], store.Quota{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StopTimer()
+		b.ReportMetric(float64((processCPU(b)-cpu0).Microseconds())/total, "cpu-µs/msg")
+		if err := s.Close(); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+}
+
+// processCPU returns the CPU time (user and system) this process has used.
+func processCPU(tb testing.TB) time.Duration {
+	tb.Helper()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		tb.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

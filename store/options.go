@@ -97,8 +97,18 @@ func badgerOptions(opts Options, logger *slog.Logger) badger.Options {
 		// (~2,200 open tables at a million messages).
 		WithMemTableSize(memtable).
 		WithNumMemtables(2).
-		WithNumLevelZeroTables(3).
-		WithNumLevelZeroTablesStall(8).
+		// Level 0 is compacted once it holds 10 flushed memtables, not
+		// 3: the keys are hashes, so each L0 compaction merges with all
+		// of the base level, and each move down with a tenth of the
+		// next; the more L0 tables one compaction takes, the fewer times
+		// the levels below are rewritten. A store taking in 100,000
+		// messages (a late joiner: PutBatchIntake) spent 57 µs of CPU per
+		// message with 3, 43 with 10 (40 with 16), and stalled its writes
+		// less. Reads merge up to 9 more L0 tables, each found by its
+		// key range and bloom filter; the tables are mapped files, not
+		// heap.
+		WithNumLevelZeroTables(10).
+		WithNumLevelZeroTablesStall(20).
 		WithBaseTableSize(1 * mib).
 		WithBaseLevelSize(8 * mib).
 		WithBlockCacheSize(16 * mib).

@@ -73,6 +73,9 @@ const smallFrame = 4 << 10
 // bytes in scope and releases them once done with b; on error nothing
 // stays reserved. A nil scope reserves nothing.
 func ReadIn(r *bufio.Reader, limit int, scope Scope) ([]byte, error) {
+	// A larger frame's buffer grows as its bytes arrive, so that a peer
+	// announcing one and sending little costs little.
+	const preallocMax = 8 << 20
 	n, err := readLen(r)
 	if err != nil {
 		return nil, err
@@ -100,6 +103,12 @@ func ReadIn(r *bufio.Reader, limit int, scope Scope) ([]byte, error) {
 		return b, nil
 	}
 	var buf bytes.Buffer
+	if n <= preallocMax {
+		// Reserved already: read it into one buffer of its size, not one
+		// doubled as it arrives (a sync exchange of 4 MiB left 8 MiB of
+		// garbage and copies behind).
+		buf.Grow(int(n))
+	}
 	if _, err := io.CopyN(&buf, r, int64(n)); err != nil {
 		if scope != nil && n > 0 {
 			scope.ReleaseMemory(int(n))
