@@ -44,7 +44,8 @@ func WriteJSON(w *bufio.Writer, v any) error {
 // Read reads one frame of at most limit bytes. It returns io.EOF when the
 // stream ends cleanly before a frame and io.ErrUnexpectedEOF when it ends
 // inside one. A frame longer than 4 KiB is read into a buffer that grows as
-// bytes arrive, so a length alone reserves no more than that.
+// bytes arrive, so a length alone allocates no more than that (ReadIn,
+// whose scope has reserved the length, allocates it at once).
 func Read(r *bufio.Reader, limit int) ([]byte, error) {
 	return ReadIn(r, limit, nil)
 }
@@ -73,8 +74,9 @@ const smallFrame = 4 << 10
 // bytes in scope and releases them once done with b; on error nothing
 // stays reserved. A nil scope reserves nothing.
 func ReadIn(r *bufio.Reader, limit int, scope Scope) ([]byte, error) {
-	// A larger frame's buffer grows as its bytes arrive, so that a peer
-	// announcing one and sending little costs little.
+	// A larger frame's buffer grows as its bytes arrive when no scope
+	// reserved its length, so that a peer announcing one and sending
+	// little costs little.
 	const preallocMax = 8 << 20
 	n, err := readLen(r)
 	if err != nil {
@@ -103,10 +105,11 @@ func ReadIn(r *bufio.Reader, limit int, scope Scope) ([]byte, error) {
 		return b, nil
 	}
 	var buf bytes.Buffer
-	if n <= preallocMax {
+	if scope != nil && n <= preallocMax {
 		// Reserved already: read it into one buffer of its size, not one
 		// doubled as it arrives (a sync exchange of 4 MiB left 8 MiB of
-		// garbage and copies behind).
+		// garbage and copies behind). Without a scope the length alone
+		// must not allocate.
 		buf.Grow(int(n))
 	}
 	if _, err := io.CopyN(&buf, r, int64(n)); err != nil {
