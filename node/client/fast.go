@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -116,18 +115,16 @@ func (c *Client) postFast(ctx context.Context, path string, body []byte) (answer
 // roundTrip sends one POST on fc and reads its answer; keep reports
 // whether fc can carry the next request.
 func (fc *fastConn) roundTrip(ctx context.Context, path string, body []byte) (answer []byte, keep bool, err error) {
-	if dl, ok := ctx.Deadline(); ok {
-		_ = fc.c.SetDeadline(dl)
-		defer func() { _ = fc.c.SetDeadline(time.Time{}) }()
-	}
+	// A ctx that ends (its deadline too) cuts the connection's deadline,
+	// once ctx.Err() is set.
 	if ctx.Done() != nil {
 		stop := context.AfterFunc(ctx, func() { _ = fc.c.SetDeadline(time.Unix(1, 0)) })
 		defer func() {
 			if !stop() {
-				keep, answer = false, nil // the deadline was cut
-				if err == nil || !errors.Is(err, ctx.Err()) {
-					err = ctx.Err()
-				}
+				keep = false // its deadline was cut
+			}
+			if err != nil && ctx.Err() != nil {
+				err = ctx.Err()
 			}
 		}()
 	}
