@@ -2,9 +2,7 @@ package client
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -167,8 +165,7 @@ func (c *Client) post(ctx context.Context, path string, in, out any) error {
 	if err != nil {
 		return err
 	}
-	// As do reads it: the first JSON value.
-	if err := json.NewDecoder(bytes.NewReader(answer)).Decode(out); err != nil {
+	if err := decodeAnswer(answer, out); err != nil {
 		return fmt.Errorf("decode %s %s answer: %w", http.MethodPost, path, err)
 	}
 	return nil

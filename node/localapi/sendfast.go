@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"github.com/weftmesh/weft/internal/jsonx"
 	"github.com/weftmesh/weft/protocol/api"
@@ -78,53 +77,53 @@ func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 // encoding/json then reads or rejects. What it accepts it reads as
 // encoding/json does.
 func parseSend(b []byte, req *api.SendRequest) bool {
-	p := scan{b: b}
-	p.ws()
-	if !p.eat('{') {
+	p := jsonx.Scanner{B: b}
+	p.WS()
+	if !p.Eat('{') {
 		return false
 	}
-	p.ws()
-	if p.eat('}') {
-		return p.end()
+	p.WS()
+	if p.Eat('}') {
+		return p.End()
 	}
 	var seen [4]bool
 	for {
-		p.ws()
-		key, ok := p.plainString()
+		p.WS()
+		key, ok := p.PlainString()
 		if !ok {
 			return false
 		}
-		p.ws()
-		if !p.eat(':') {
+		p.WS()
+		if !p.Eat(':') {
 			return false
 		}
-		p.ws()
+		p.WS()
 		var i int
 		switch string(key) {
 		case "content":
 			i = 0
-			v, ok := p.value()
+			v, ok := p.Value()
 			if !ok {
 				return false
 			}
 			req.Content = json.RawMessage(v)
 		case "type":
 			i = 1
-			s, ok := p.plainString()
+			s, ok := p.PlainString()
 			if !ok {
 				return false
 			}
 			req.Type = string(s)
 		case "ttl":
 			i = 2
-			n, ok := p.integer()
+			n, ok := p.Integer()
 			if !ok {
 				return false
 			}
 			req.TTL = n
 		case "meta":
 			i = 3
-			m, ok := p.plainMap()
+			m, ok := p.PlainMap()
 			if !ok {
 				return false
 			}
@@ -136,191 +135,15 @@ func parseSend(b []byte, req *api.SendRequest) bool {
 			return false
 		}
 		seen[i] = true
-		p.ws()
-		if p.eat(',') {
+		p.WS()
+		if p.Eat(',') {
 			continue
 		}
-		if p.eat('}') {
-			return p.end()
+		if p.Eat('}') {
+			return p.End()
 		}
 		return false
 	}
-}
-
-// scan reads JSON from b at i.
-type scan struct {
-	b []byte
-	i int
-}
-
-func (p *scan) ws() {
-	for p.i < len(p.b) {
-		switch p.b[p.i] {
-		case ' ', '\t', '\n', '\r':
-			p.i++
-		default:
-			return
-		}
-	}
-}
-
-func (p *scan) eat(c byte) bool {
-	if p.i < len(p.b) && p.b[p.i] == c {
-		p.i++
-		return true
-	}
-	return false
-}
-
-// end reports whether only white space is left.
-func (p *scan) end() bool {
-	p.ws()
-	return p.i == len(p.b)
-}
-
-// plainString reads a string with no escapes, no control characters and
-// valid UTF-8, and returns its bytes between the quotes.
-func (p *scan) plainString() ([]byte, bool) {
-	if !p.eat('"') {
-		return nil, false
-	}
-	start := p.i
-	ascii := true
-	for ; p.i < len(p.b); p.i++ {
-		c := p.b[p.i]
-		switch {
-		case c == '"':
-			s := p.b[start:p.i]
-			p.i++
-			return s, ascii || utf8.Valid(s)
-		case c == '\\' || c < 0x20:
-			return nil, false
-		case c >= utf8.RuneSelf:
-			ascii = false
-		}
-	}
-	return nil, false
-}
-
-// integer reads a JSON number with no fraction or exponent that fits an
-// int64.
-func (p *scan) integer() (int64, bool) {
-	start := p.i
-	p.eat('-')
-	digits := p.i
-	for p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
-		p.i++
-	}
-	switch {
-	case p.i == digits, p.b[digits] == '0' && p.i-digits > 1:
-		return 0, false
-	case p.i < len(p.b) && (p.b[p.i] == '.' || p.b[p.i] == 'e' || p.b[p.i] == 'E'):
-		return 0, false
-	}
-	n, err := strconv.ParseInt(string(p.b[start:p.i]), 10, 64)
-	return n, err == nil
-}
-
-// plainMap reads an object of plain strings with no key twice.
-func (p *scan) plainMap() (map[string]string, bool) {
-	if !p.eat('{') {
-		return nil, false
-	}
-	m := map[string]string{}
-	p.ws()
-	if p.eat('}') {
-		return m, true
-	}
-	for {
-		p.ws()
-		k, ok := p.plainString()
-		if !ok {
-			return nil, false
-		}
-		p.ws()
-		if !p.eat(':') {
-			return nil, false
-		}
-		p.ws()
-		v, ok := p.plainString()
-		if !ok {
-			return nil, false
-		}
-		if _, dup := m[string(k)]; dup {
-			return nil, false
-		}
-		m[string(k)] = string(v)
-		p.ws()
-		if p.eat(',') {
-			continue
-		}
-		return m, p.eat('}')
-	}
-}
-
-// value reads one JSON value other than null and returns its bytes.
-func (p *scan) value() ([]byte, bool) {
-	start := p.i
-	if p.i >= len(p.b) {
-		return nil, false
-	}
-	switch p.b[p.i] {
-	case '"':
-		if !p.skipString() {
-			return nil, false
-		}
-	case '{', '[':
-		depth := 0
-		for p.i < len(p.b) {
-			switch p.b[p.i] {
-			case '"':
-				if !p.skipString() {
-					return nil, false
-				}
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-			}
-			p.i++
-			if depth == 0 {
-				break
-			}
-		}
-	default: // a number, true or false
-		for p.i < len(p.b) {
-			switch p.b[p.i] {
-			case ' ', '\t', '\n', '\r', ',', '}', ']':
-				return p.literal(start)
-			}
-			p.i++
-		}
-	}
-	return p.literal(start)
-}
-
-// literal checks the value read from start.
-func (p *scan) literal(start int) ([]byte, bool) {
-	v := p.b[start:p.i]
-	if len(v) == 0 || v[0] == 'n' || !json.Valid(v) {
-		return nil, false
-	}
-	return v, true
-}
-
-// skipString moves past a string, escapes and all (json.Valid checks it).
-func (p *scan) skipString() bool {
-	for p.i++; p.i < len(p.b); p.i++ {
-		switch p.b[p.i] {
-		case '\\':
-			p.i++
-		case '"':
-			p.i++
-			return true
-		}
-	}
-	return false
 }
 
 // writeMessage answers with m as writeJSON does.
