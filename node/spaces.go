@@ -9,6 +9,9 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
 	"github.com/weftmesh/weft/mesh/reconcile"
 	"github.com/weftmesh/weft/protocol"
 	"github.com/weftmesh/weft/protocol/api"
@@ -220,7 +223,10 @@ func (n *Node) Send(ctx context.Context, space protocol.ID, p Post) (Message, er
 	if err := n.pacer.wait(ctx, space, len(m.Wire())); err != nil {
 		return Message{}, err
 	}
-	ctx, span := n.messageSpan(ctx, "send", n.spaceLabel(space), m)
+	var span trace.Span = noop.Span{}
+	if n.cfg.Tracer != nil { // the label costs a lookup and an encoding
+		ctx, span = n.messageSpan(ctx, "send", n.spaceLabel(space), m)
+	}
 	e, _, err := n.ingest(ctx, m, "api")
 	if err != nil {
 		endSpan(span, err)

@@ -67,6 +67,7 @@ type Client struct {
 
 	once sync.Once
 	hc   *http.Client
+	fast fastConns // the send's fast path (fast.go)
 }
 
 // SocketPath returns the socket the client dials.
@@ -102,6 +103,17 @@ func (c *Client) http() *http.Client {
 // do sends a request and decodes a JSON answer into out (if not nil).
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
 	resp, err := c.send(ctx, method, path, in, nil)
+	return c.answer(method, path, resp, err, out)
+}
+
+// doBody is do of a request body encoded already.
+func (c *Client) doBody(ctx context.Context, method, path string, body []byte, out any) error {
+	resp, err := c.sendBody(ctx, method, path, bytes.NewReader(body), http.Header{"Content-Type": {"application/json"}})
+	return c.answer(method, path, resp, err, out)
+}
+
+// answer decodes the JSON answer of a request into out (if not nil).
+func (c *Client) answer(method, path string, resp *http.Response, err error, out any) error {
 	if err != nil {
 		return err
 	}
@@ -235,7 +247,7 @@ func (c *Client) Leave(ctx context.Context, space string) error {
 // Send sends a message to a space and returns it as stored.
 func (c *Client) Send(ctx context.Context, space string, req api.SendRequest) (api.Message, error) {
 	var m api.Message
-	return m, c.do(ctx, http.MethodPost, "/v1/spaces/"+url.PathEscape(space)+"/messages", req, &m)
+	return m, c.post(ctx, "/v1/spaces/"+url.PathEscape(space)+"/messages", req, &m)
 }
 
 // SendText sends {"text": text} as a message of type "text".

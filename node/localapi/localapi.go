@@ -127,6 +127,7 @@ type API struct {
 	webURL      func() string                                   // the web listener's base URL, or ""
 	metrics     http.Handler                                    // GET /v1/metrics, when set
 	observe     func(route string, status int, d time.Duration) // told of every request, when set
+	h           http.Handler                                    // mux behind RefuseBrowsers and BoundBodies
 }
 
 // Option configures an API.
@@ -221,6 +222,7 @@ func New(b Backend, mcpPath string, mcp http.Handler, opts ...Option) *API {
 		}
 		writeError(w, api.CodeNotFound, "no route "+r.Method+" "+r.URL.Path)
 	})
+	a.h = BoundBodies(a.bodyTimeout, RefuseBrowsers(a.mux))
 	return a
 }
 
@@ -228,7 +230,7 @@ func New(b Backend, mcpPath string, mcp http.Handler, opts ...Option) *API {
 // sets Origin or Referer, a local agent does not) are refused; request
 // bodies are bounded in time (WithBodyTimeout).
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	h := BoundBodies(a.bodyTimeout, RefuseBrowsers(a.mux))
+	h := a.h
 	if a.observe == nil {
 		h.ServeHTTP(w, r)
 		return
@@ -328,7 +330,12 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // decodeBody reads one JSON value of at most limit bytes into v, or
 // answers 400 or 413.
 func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) bool {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
+	return decodeFrom(w, http.MaxBytesReader(w, r.Body, limit), limit, v)
+}
+
+// decodeFrom is decodeBody of a body read through rd.
+func decodeFrom(w http.ResponseWriter, rd io.Reader, limit int64, v any) bool {
+	dec := json.NewDecoder(rd)
 	err := dec.Decode(v)
 	if err == nil {
 		if _, terr := dec.Token(); terr != io.EOF {

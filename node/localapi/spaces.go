@@ -182,7 +182,7 @@ func (a *API) send(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req api.SendRequest
-	if !decodeBody(w, r, a.maxBody, &req) {
+	if !readSend(w, r, a.maxBody, &req) {
 		return
 	}
 	refs, err := parseRefs(req.Refs)
@@ -198,7 +198,7 @@ func (a *API) send(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, apiStored(m))
+	writeMessage(w, http.StatusCreated, apiStored(m))
 }
 
 func (a *API) read(w http.ResponseWriter, r *http.Request) {

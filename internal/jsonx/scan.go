@@ -1,0 +1,213 @@
+package jsonx
+
+import (
+	"encoding/json"
+	"strconv"
+	"unicode/utf8"
+)
+
+// Scanner reads JSON from B at I, for hand-written decoders of plain
+// forms that leave everything else to encoding/json: each method reads
+// one thing at I and reports false (I then anywhere) when B does not hold
+// it in the plain form.
+type Scanner struct {
+	B []byte
+	I int
+}
+
+// WS skips white space.
+func (p *Scanner) WS() {
+	for p.I < len(p.B) {
+		switch p.B[p.I] {
+		case ' ', '\t', '\n', '\r':
+			p.I++
+		default:
+			return
+		}
+	}
+}
+
+// Eat reads c.
+func (p *Scanner) Eat(c byte) bool {
+	if p.I < len(p.B) && p.B[p.I] == c {
+		p.I++
+		return true
+	}
+	return false
+}
+
+// End reports whether only white space is left.
+func (p *Scanner) End() bool {
+	p.WS()
+	return p.I == len(p.B)
+}
+
+// PlainString reads a string with no escapes, no control characters and
+// valid UTF-8, and returns its bytes between the quotes.
+func (p *Scanner) PlainString() ([]byte, bool) {
+	if !p.Eat('"') {
+		return nil, false
+	}
+	start := p.I
+	ascii := true
+	for ; p.I < len(p.B); p.I++ {
+		c := p.B[p.I]
+		switch {
+		case c == '"':
+			s := p.B[start:p.I]
+			p.I++
+			return s, ascii || utf8.Valid(s)
+		case c == '\\' || c < 0x20:
+			return nil, false
+		case c >= utf8.RuneSelf:
+			ascii = false
+		}
+	}
+	return nil, false
+}
+
+// Integer reads a JSON number with no fraction or exponent that fits an
+// int64.
+func (p *Scanner) Integer() (int64, bool) {
+	start := p.I
+	p.Eat('-')
+	digits := p.I
+	for p.I < len(p.B) && p.B[p.I] >= '0' && p.B[p.I] <= '9' {
+		p.I++
+	}
+	switch {
+	case p.I == digits, p.B[digits] == '0' && p.I-digits > 1:
+		return 0, false
+	case p.I < len(p.B) && (p.B[p.I] == '.' || p.B[p.I] == 'e' || p.B[p.I] == 'E'):
+		return 0, false
+	}
+	n, err := strconv.ParseInt(string(p.B[start:p.I]), 10, 64)
+	return n, err == nil
+}
+
+// PlainMap reads an object of plain strings with no key twice.
+func (p *Scanner) PlainMap() (map[string]string, bool) {
+	if !p.Eat('{') {
+		return nil, false
+	}
+	m := map[string]string{}
+	p.WS()
+	if p.Eat('}') {
+		return m, true
+	}
+	for {
+		p.WS()
+		k, ok := p.PlainString()
+		if !ok {
+			return nil, false
+		}
+		p.WS()
+		if !p.Eat(':') {
+			return nil, false
+		}
+		p.WS()
+		v, ok := p.PlainString()
+		if !ok {
+			return nil, false
+		}
+		if _, dup := m[string(k)]; dup {
+			return nil, false
+		}
+		m[string(k)] = string(v)
+		p.WS()
+		if p.Eat(',') {
+			continue
+		}
+		return m, p.Eat('}')
+	}
+}
+
+// Value reads one JSON value other than null and returns its bytes.
+func (p *Scanner) Value() ([]byte, bool) {
+	start := p.I
+	if p.I >= len(p.B) {
+		return nil, false
+	}
+	switch p.B[p.I] {
+	case '"':
+		if !p.skipString() {
+			return nil, false
+		}
+	case '{', '[':
+		depth := 0
+		for p.I < len(p.B) {
+			switch p.B[p.I] {
+			case '"':
+				if !p.skipString() {
+					return nil, false
+				}
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+			}
+			p.I++
+			if depth == 0 {
+				break
+			}
+		}
+	default: // a number, true or false
+		for p.I < len(p.B) {
+			switch p.B[p.I] {
+			case ' ', '\t', '\n', '\r', ',', '}', ']':
+				return p.literal(start)
+			}
+			p.I++
+		}
+	}
+	return p.literal(start)
+}
+
+// literal checks the value read from start.
+func (p *Scanner) literal(start int) ([]byte, bool) {
+	v := p.B[start:p.I]
+	if len(v) == 0 || v[0] == 'n' || !json.Valid(v) {
+		return nil, false
+	}
+	return v, true
+}
+
+// skipString moves past a string, escapes and all (json.Valid checks it).
+func (p *Scanner) skipString() bool {
+	for p.I++; p.I < len(p.B); p.I++ {
+		switch p.B[p.I] {
+		case '\\':
+			p.I++
+		case '"':
+			p.I++
+			return true
+		}
+	}
+	return false
+}
+
+// PlainStrings reads an array of plain strings (see PlainString).
+func (p *Scanner) PlainStrings() ([]string, bool) {
+	if !p.Eat('[') {
+		return nil, false
+	}
+	out := []string{}
+	p.WS()
+	if p.Eat(']') {
+		return out, true
+	}
+	for {
+		p.WS()
+		s, ok := p.PlainString()
+		if !ok {
+			return nil, false
+		}
+		out = append(out, string(s))
+		p.WS()
+		if p.Eat(',') {
+			continue
+		}
+		return out, p.Eat(']')
+	}
+}

@@ -1,0 +1,251 @@
+package localapi
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/weftmesh/weft/internal/jsonx"
+	"github.com/weftmesh/weft/protocol/api"
+)
+
+// The send route's fast path. A send is the API's hottest route, and
+// encoding/json's reflection over its request and answer was a tenth of
+// the daemon's CPU per send. parseSend reads the plain form of a request
+// (what clients send) by hand and leaves anything else to encoding/json,
+// so the route accepts and rejects exactly what decodeBody does
+// (TestParseSendMatchesJSON, FuzzParseSend); appendMessage writes the
+// answer byte for byte as writeJSON does (TestAppendMessageMatchesJSON).
+
+// readSend reads the body of a send (at most limit bytes) into req, or
+// answers 400 or 413 as decodeBody does.
+func readSend(w http.ResponseWriter, r *http.Request, limit int64, req *api.SendRequest) bool {
+	body, err := readBody(http.MaxBytesReader(w, r.Body, limit), r.ContentLength, limit)
+	if err == nil {
+		if ok := parseSend(body, req); ok {
+			return true
+		}
+		*req = api.SendRequest{}
+	}
+	// encoding/json reads the same bytes and meets the same error at the
+	// same place as it would have reading the body itself.
+	var rd io.Reader = bytes.NewReader(body)
+	if err != nil {
+		rd = io.MultiReader(rd, errReader{err})
+	}
+	return decodeFrom(w, rd, limit, req)
+}
+
+// readBody reads rd to its end; size is the length the request declared
+// (-1: unknown), used to size the buffer.
+func readBody(rd io.Reader, size, limit int64) ([]byte, error) {
+	n := 512
+	if size > 0 && size <= limit {
+		n = int(size) + 1 // +1: reading EOF needs no growth
+	}
+	b := make([]byte, 0, n)
+	for {
+		m, err := rd.Read(b[len(b):cap(b)])
+		b = b[:len(b)+m]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = slices.Grow(b, len(b))
+		}
+	}
+}
+
+// errReader fails every read with err.
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }
+
+// parseSend reads b into req if b is a send request in the plain form:
+// one object with the keys content, type, ttl and meta each at most once,
+// spelled so, strings without escapes, ttl an integer, content any JSON
+// value but null. It reports false for anything else (req then holds
+// garbage): refs, escapes, other keys, nulls, bad JSON, which
+// encoding/json then reads or rejects. What it accepts it reads as
+// encoding/json does.
+func parseSend(b []byte, req *api.SendRequest) bool {
+	p := jsonx.Scanner{B: b}
+	p.WS()
+	if !p.Eat('{') {
+		return false
+	}
+	p.WS()
+	if p.Eat('}') {
+		return p.End()
+	}
+	var seen [4]bool
+	for {
+		p.WS()
+		key, ok := p.PlainString()
+		if !ok {
+			return false
+		}
+		p.WS()
+		if !p.Eat(':') {
+			return false
+		}
+		p.WS()
+		var i int
+		switch string(key) {
+		case "content":
+			i = 0
+			v, ok := p.Value()
+			if !ok {
+				return false
+			}
+			req.Content = json.RawMessage(v)
+		case "type":
+			i = 1
+			s, ok := p.PlainString()
+			if !ok {
+				return false
+			}
+			req.Type = string(s)
+		case "ttl":
+			i = 2
+			n, ok := p.Integer()
+			if !ok {
+				return false
+			}
+			req.TTL = n
+		case "meta":
+			i = 3
+			m, ok := p.PlainMap()
+			if !ok {
+				return false
+			}
+			req.Meta = m
+		default:
+			return false
+		}
+		if seen[i] {
+			return false
+		}
+		seen[i] = true
+		p.WS()
+		if p.Eat(',') {
+			continue
+		}
+		if p.Eat('}') {
+			return p.End()
+		}
+		return false
+	}
+}
+
+// writeMessage answers with m as writeJSON does.
+func writeMessage(w http.ResponseWriter, status int, m api.Message) {
+	b, ok := appendMessage(make([]byte, 0, 512+len(m.Content)), m)
+	if !ok {
+		writeJSON(w, status, m)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// appendMessage appends m's JSON as encoding/json (without HTML escaping)
+// writes it. It reports false, for encoding/json to do it, for what it
+// does not write by hand: a time outside years 0–9999 (an error there) or
+// content that is not valid JSON.
+func appendMessage(b []byte, m api.Message) ([]byte, bool) {
+	if y := m.CreatedAt.Year(); y < 0 || y > 9999 {
+		return b, false
+	}
+	b = append(b, `{"id":`...)
+	b = jsonx.AppendString(b, m.ID)
+	b = append(b, `,"v":`...)
+	b = strconv.AppendInt(b, int64(m.V), 10)
+	b = append(b, `,"space":`...)
+	b = jsonx.AppendString(b, m.Space)
+	b = append(b, `,"from":`...)
+	b = jsonx.AppendString(b, m.From)
+	b = append(b, `,"created_at":"`...)
+	b = m.CreatedAt.AppendFormat(b, time.RFC3339Nano)
+	b = append(b, '"')
+	if len(m.Prev) > 0 {
+		b = appendStrings(append(b, `,"prev":`...), m.Prev)
+	}
+	if r := m.Refs; r != nil {
+		b = append(b, `,"refs":{`...)
+		if len(r.Messages) > 0 {
+			b = appendStrings(append(b, `"messages":`...), r.Messages)
+		}
+		if len(r.Nodes) > 0 {
+			if len(r.Messages) > 0 {
+				b = append(b, ',')
+			}
+			b = appendStrings(append(b, `"nodes":`...), r.Nodes)
+		}
+		b = append(b, '}')
+	}
+	b = append(b, `,"type":`...)
+	b = jsonx.AppendString(b, m.Type)
+	if m.TTL != 0 {
+		b = strconv.AppendInt(append(b, `,"ttl":`...), m.TTL, 10)
+	}
+	if len(m.Meta) > 0 {
+		b = append(b, `,"meta":{`...)
+		keys := make([]string, 0, len(m.Meta))
+		for k := range m.Meta {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for i, k := range keys {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(jsonx.AppendString(b, k), ':')
+			b = jsonx.AppendString(b, m.Meta[k])
+		}
+		b = append(b, '}')
+	}
+	b = append(b, `,"content":`...)
+	if m.Content == nil {
+		b = append(b, "null"...)
+	} else {
+		buf := bytes.NewBuffer(b)
+		if err := json.Compact(buf, m.Content); err != nil {
+			return b, false
+		}
+		b = buf.Bytes()
+	}
+	b = append(b, `,"sig":`...)
+	b = jsonx.AppendString(b, m.Sig)
+	if m.Cursor != "" {
+		b = append(b, `,"cursor":`...)
+		b = jsonx.AppendString(b, m.Cursor)
+	}
+	if len(m.Raw) > 0 {
+		b = append(b, `,"raw":"`...)
+		b = base64.StdEncoding.AppendEncode(b, m.Raw)
+		b = append(b, '"')
+	}
+	return append(b, '}'), true
+}
+
+// appendStrings appends a JSON array of strings.
+func appendStrings(b []byte, ss []string) []byte {
+	b = append(b, '[')
+	for i, s := range ss {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = jsonx.AppendString(b, s)
+	}
+	return append(b, ']')
+}
