@@ -427,13 +427,7 @@ func (n *Node) accepted(ctx context.Context, s *privSpace, m *protocol.Message) 
 		_ = n.mesh.DropPeer(e.Peer)
 		if m.Sender() == n.mesh.ID() && member.IsControl(m) {
 			p, wire := e.Peer, m.Wire()
-			n.wg.Go(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), admit.Timeout)
-				defer cancel()
-				if err := admit.Present(ctx, n.mesh.Host(), p, wire); err != nil {
-					n.log.Debug("private space: tell a removed member", "peer", p, "err", err)
-				}
-			})
+			n.wg.Go(func() { n.tellRemoved(p, wire) })
 		}
 	}
 	if dropped && s.sealed() {
@@ -929,4 +923,37 @@ func (n *Node) leavePrivate(ctx context.Context, sp Space) error {
 	}
 	s.leave.Store(nil)
 	return nil
+}
+
+// tellRemovedTries bounds the attempts to tell a removed member of its
+// removal; they wait 0.5, 1, 2… s between them.
+const tellRemovedTries = 5
+
+// tellRemoved presents this node's removal of p (wire) to p, so that its
+// daemon stops posting: gossip no longer reaches it and members refuse its
+// sync. The dial races p's own redial of this node, which has just dropped
+// it (a TCP simultaneous open fails both), so a failed attempt is tried
+// again, a few times; a refusal is final.
+func (n *Node) tellRemoved(p peer.ID, wire []byte) {
+	wait := 500 * time.Millisecond
+	for try := 1; ; try++ {
+		ctx, cancel := context.WithTimeout(n.bg, admit.Timeout)
+		err := admit.Present(ctx, n.mesh.Host(), p, wire)
+		cancel()
+		var refused *admit.Refused
+		if err == nil || errors.As(err, &refused) || try == tellRemovedTries {
+			if err != nil {
+				n.log.Debug("private space: tell a removed member", "peer", p, "tries", try, "err", err)
+			}
+			return
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-n.bg.Done():
+			t.Stop()
+			return
+		}
+		wait *= 2
+	}
 }
