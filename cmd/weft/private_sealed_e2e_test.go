@@ -267,28 +267,8 @@ func TestSealedRemove(t *testing.T) {
 	if after == nil {
 		t.Fatalf("a does not hold its message %s", id)
 	}
-	xs := storedMessages(t, x.Home, space)
-	xKeys := heldKeys(t, identity(t, x), xs)
-	if len(xKeys) == 0 {
-		t.Fatal("x holds no key at all: it read the space before, the scan of its store is wrong")
-	}
-	if text, ok := opens(after, xKeys); ok {
-		t.Fatalf("x's keys (%d epochs) open a message sent after its removal: %s", len(xKeys), text)
-	}
-	// X's own keys do open what was sent before.
-	opened := false
-	for _, m := range xs {
-		if text, ok := opens(m, xKeys); ok && strings.Contains(text, "before") {
-			opened = true
-		}
-	}
-	if !opened {
-		t.Fatal("x's keys open nothing it holds: the check proves nothing")
-	}
-	bKeys := heldKeys(t, identity(t, b), storedMessages(t, b.Home, space))
-	if text, ok := opens(after, bKeys); !ok || !strings.Contains(text, secret) {
-		t.Fatalf("b's keys do not open the message sent after the removal: %q %v", text, ok)
-	}
+	// X's own store: every key it holds.
+	goneCannotRead(t, after, secret, identity(t, x), storedMessages(t, x.Home, space), b, space)
 	_ = bID
 }
 
@@ -464,21 +444,34 @@ func sealedLeave(t *testing.T, ownerDown bool) {
 	if after == nil {
 		t.Fatalf("%s does not hold its message %s", rot.Home, id)
 	}
-	xKeys := heldKeys(t, identity(t, x), held)
-	if text, ok := opens(after, xKeys); ok {
-		t.Fatalf("the keys x was given (%d epochs) open a message sent after it left: %s", len(xKeys), text)
+	// The rotating node's store: every key ever given to X.
+	goneCannotRead(t, after, secret, identity(t, x), held, stay, space)
+}
+
+// goneCannotRead checks a sealed message sent after a member went: the
+// keys it could get from msgs (with its identity key) do not open after,
+// yet open a message saying "before" (so the check can fail), while the
+// keys of stay, who stayed, open after and read secret.
+func goneCannotRead(t *testing.T, after *protocol.Message, secret string, gone crypto.PrivKey, msgs []*protocol.Message, stay cli, space protocol.ID) {
+	t.Helper()
+	keys := heldKeys(t, gone, msgs)
+	if len(keys) == 0 {
+		t.Fatal("the member who went holds no key at all: it read the space before, the scan is wrong")
+	}
+	if text, ok := opens(after, keys); ok {
+		t.Fatalf("the keys of the member who went (%d epochs) open a message sent after: %s", len(keys), text)
 	}
 	opened := false
-	for _, m := range held {
-		if text, ok := opens(m, xKeys); ok && strings.Contains(text, "before") {
+	for _, m := range msgs {
+		if text, ok := opens(m, keys); ok && strings.Contains(text, "before") {
 			opened = true
 		}
 	}
 	if !opened {
-		t.Fatal("the keys x was given open nothing: the check proves nothing")
+		t.Fatal("the keys of the member who went open nothing: the check proves nothing")
 	}
-	bKeys := heldKeys(t, identity(t, stay), storedMessages(t, stay.Home, space))
-	if text, ok := opens(after, bKeys); !ok || !strings.Contains(text, secret) {
-		t.Fatalf("b's keys do not open the message sent after the leave: %q %v", text, ok)
+	stayKeys := heldKeys(t, identity(t, stay), storedMessages(t, stay.Home, space))
+	if text, ok := opens(after, stayKeys); !ok || !strings.Contains(text, secret) {
+		t.Fatalf("the keys of a member who stayed do not open the message sent after: %q %v", text, ok)
 	}
 }

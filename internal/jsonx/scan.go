@@ -85,41 +85,58 @@ func (p *Scanner) Integer() (int64, bool) {
 	return n, err == nil
 }
 
-// PlainMap reads an object of plain strings with no key twice.
-func (p *Scanner) PlainMap() (map[string]string, bool) {
+// Members reads an object whose keys are plain strings: at each key it
+// calls field with the key once the scanner is at the key's value, and
+// field reads the value and reports whether to go on. It reports false
+// for anything but such an object (or when field does).
+func (p *Scanner) Members(field func(key []byte) bool) bool {
 	if !p.Eat('{') {
-		return nil, false
+		return false
 	}
-	m := map[string]string{}
 	p.WS()
 	if p.Eat('}') {
-		return m, true
+		return true
 	}
 	for {
 		p.WS()
 		k, ok := p.PlainString()
 		if !ok {
-			return nil, false
+			return false
 		}
 		p.WS()
 		if !p.Eat(':') {
-			return nil, false
+			return false
 		}
 		p.WS()
-		v, ok := p.PlainString()
-		if !ok {
-			return nil, false
+		if !field(k) {
+			return false
 		}
-		if _, dup := m[string(k)]; dup {
-			return nil, false
-		}
-		m[string(k)] = string(v)
 		p.WS()
 		if p.Eat(',') {
 			continue
 		}
-		return m, p.Eat('}')
+		return p.Eat('}')
 	}
+}
+
+// PlainMap reads an object of plain strings with no key twice.
+func (p *Scanner) PlainMap() (map[string]string, bool) {
+	m := map[string]string{}
+	ok := p.Members(func(k []byte) bool {
+		v, ok := p.PlainString()
+		if !ok {
+			return false
+		}
+		if _, dup := m[string(k)]; dup {
+			return false
+		}
+		m[string(k)] = string(v)
+		return true
+	})
+	if !ok {
+		return nil, false
+	}
+	return m, true
 }
 
 // Value reads one JSON value other than null and returns its bytes.

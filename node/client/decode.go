@@ -36,30 +36,14 @@ var messageKeys = map[string]int{"id": 0, "v": 1, "space": 2, "from": 3, "create
 func parseMessage(b []byte, m *api.Message) bool {
 	p := jsonx.Scanner{B: b}
 	p.WS()
-	if !p.Eat('{') {
-		return false
-	}
-	p.WS()
-	if p.Eat('}') {
-		return p.End()
-	}
 	var seen [12]bool
-	for {
-		p.WS()
-		key, ok := p.PlainString()
-		if !ok {
-			return false
-		}
+	ok := p.Members(func(key []byte) bool {
 		i, known := messageKeys[string(key)]
 		if !known || seen[i] {
 			return false
 		}
 		seen[i] = true
-		p.WS()
-		if !p.Eat(':') {
-			return false
-		}
-		p.WS()
+		var ok bool
 		var s []byte
 		switch i {
 		case 0, 2, 3, 6, 10, 11:
@@ -109,10 +93,7 @@ func parseMessage(b []byte, m *api.Message) bool {
 			}
 			m.Content = json.RawMessage(s)
 		}
-		p.WS()
-		if p.Eat(',') {
-			continue
-		}
-		return p.Eat('}') && p.End()
-	}
+		return true
+	})
+	return ok && p.End()
 }

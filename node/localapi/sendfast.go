@@ -79,25 +79,8 @@ func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 func parseSend(b []byte, req *api.SendRequest) bool {
 	p := jsonx.Scanner{B: b}
 	p.WS()
-	if !p.Eat('{') {
-		return false
-	}
-	p.WS()
-	if p.Eat('}') {
-		return p.End()
-	}
 	var seen [4]bool
-	for {
-		p.WS()
-		key, ok := p.PlainString()
-		if !ok {
-			return false
-		}
-		p.WS()
-		if !p.Eat(':') {
-			return false
-		}
-		p.WS()
+	ok := p.Members(func(key []byte) bool {
 		var i int
 		switch string(key) {
 		case "content":
@@ -135,15 +118,9 @@ func parseSend(b []byte, req *api.SendRequest) bool {
 			return false
 		}
 		seen[i] = true
-		p.WS()
-		if p.Eat(',') {
-			continue
-		}
-		if p.Eat('}') {
-			return p.End()
-		}
-		return false
-	}
+		return true
+	})
+	return ok && p.End()
 }
 
 // writeMessage answers with m as writeJSON does.
