@@ -187,6 +187,7 @@ func TestInvokeStreamFrames(t *testing.T) {
 // has not (an older daemon); either way every call is answered, and Serve
 // ends when its ctx does. The daemon is a fake of the routes.
 func TestServeRepliesStream(t *testing.T) {
+	const maxWarmup = 50
 	for _, withRoute := range []bool{true, false} {
 		t.Run(fmt.Sprintf("route=%v", withRoute), func(t *testing.T) {
 			const calls = 5
@@ -195,20 +196,47 @@ func TestServeRepliesStream(t *testing.T) {
 				streamed  []string // ids answered on the stream
 				requested []string // ids answered with a request each
 				up        = make(chan struct{})
-				answered  = make(chan struct{}, 2*calls)
+				answered  = make(chan struct{}, 2*calls+maxWarmup)
+				// by the warm-up calls: one is streamed, or one requested
+				warmStreamed = make(chan struct{}, maxWarmup)
+				warmReq      = make(chan struct{}, maxWarmup)
+				warmup       atomic.Bool
+				warm         int // warm-up calls made
 			)
 			mux := http.NewServeMux()
 			mux.HandleFunc("POST /v1/handlers", func(w http.ResponseWriter, r *http.Request) {
 				enc := json.NewEncoder(w)
 				enc.Encode(api.HandlerEvent{Type: "ready"})
 				w.(http.Flusher).Flush()
+				call := func(i int) {
+					enc.Encode(api.HandlerEvent{Type: "call", Call: &api.IncomingCall{ID: fmt.Sprintf("c%d", i), Name: "echo", Input: json.RawMessage(strconv.Itoa(i))}})
+					w.(http.Flusher).Flush()
+				}
 				if withRoute {
-					<-up // the calls come once answers can go on the stream
+					// The daemon has answered the stream's request, but the
+					// client answers by request until it has read that
+					// answer: warm-up calls, one at a time, until one comes
+					// on the stream. From then on every one must.
+					<-up
+					warmup.Store(true)
+				warming:
+					for warm < maxWarmup {
+						call(100 + warm)
+						warm++
+						select {
+						case <-warmStreamed:
+							break warming
+						case <-warmReq:
+						case <-time.After(10 * time.Second):
+							t.Error("a warm-up call not answered")
+							return
+						}
+					}
+					warmup.Store(false)
 				}
 				for i := range calls {
-					enc.Encode(api.HandlerEvent{Type: "call", Call: &api.IncomingCall{ID: fmt.Sprintf("c%d", i), Name: "echo", Input: json.RawMessage(strconv.Itoa(i))}})
+					call(i)
 				}
-				w.(http.Flusher).Flush()
 				<-r.Context().Done()
 			})
 			if withRoute {
@@ -229,6 +257,10 @@ func TestServeRepliesStream(t *testing.T) {
 						if err := json.Unmarshal(sc.Bytes(), &l); err != nil || fmt.Sprintf("c%s", l.Output) != l.ID {
 							t.Errorf("line %s: %v", sc.Bytes(), err)
 						}
+						if warmup.Load() {
+							warmStreamed <- struct{}{}
+							continue
+						}
 						mu.Lock()
 						streamed = append(streamed, l.ID)
 						mu.Unlock()
@@ -237,10 +269,14 @@ func TestServeRepliesStream(t *testing.T) {
 				})
 			}
 			mux.HandleFunc("POST /v1/calls/{id}/reply", func(w http.ResponseWriter, r *http.Request) {
+				fmt.Fprintln(w, `{"frames":1}`)
+				if warmup.Load() {
+					warmReq <- struct{}{}
+					return
+				}
 				mu.Lock()
 				requested = append(requested, r.PathValue("id"))
 				mu.Unlock()
-				fmt.Fprintln(w, `{"frames":1}`)
 				answered <- struct{}{}
 			})
 			srv := httptest.NewServer(mux)
@@ -276,7 +312,7 @@ func TestServeRepliesStream(t *testing.T) {
 			mu.Lock()
 			defer mu.Unlock()
 			if withRoute && (len(streamed) != calls || len(requested) != 0) {
-				t.Fatalf("%d answers streamed and %d requested, want all %d streamed", len(streamed), len(requested), calls)
+				t.Fatalf("%d answers streamed and %d requested after %d warm-up calls, want all %d streamed", len(streamed), len(requested), warm, calls)
 			}
 			if !withRoute && len(requested) != calls {
 				t.Fatalf("%d answers requested, want all %d", len(requested), calls)
