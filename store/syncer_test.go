@@ -262,3 +262,67 @@ func TestSyncVlogSkippedOnlyWhenUnchanged(t *testing.T) {
 		t.Fatalf("value log's time after a write: %v, %v", fi.ModTime(), err)
 	}
 }
+
+// TestSyncWaitsForCommitInFlight: a durable write's sync waits for the
+// commit queue's batch in flight when it was asked for, and then one sync
+// covers both; a wait with nothing in flight syncs at once.
+func TestSyncWaitsForCommitInFlight(t *testing.T) {
+	s, err := Open(Options{Dir: t.TempDir(), SyncInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	sp := protocol.MessageID([]byte("space"))
+	y := s.syncer
+	before := y.syncs.Load()
+	if _, _, err := s.PutWithin(t.Context(), syncTestMsg(sp, "alone"), Quota{}); err != nil {
+		t.Fatal(err)
+	}
+	if y.syncs.Load() != before+1 || y.lingers.Load() != 0 {
+		t.Fatalf("a lone Put: %d syncs, %d lingers", y.syncs.Load()-before, y.lingers.Load())
+	}
+
+	y.commitBegin() // the next batch, being written
+	done := make(chan error, 1)
+	go func() { done <- y.wait() }()
+	select {
+	case err := <-done:
+		t.Fatalf("the sync did not wait for the commit in flight (%v)", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if y.syncs.Load() != before+1 {
+		t.Fatal("synced with a commit in flight")
+	}
+	// The batch lands; the sync that follows covers it and the waiter.
+	if _, _, err := s.PutRelayed(t.Context(), syncTestMsg(sp, "in flight"), Quota{}); err != nil {
+		t.Fatal(err)
+	}
+	y.commitEnd()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if y.syncs.Load() != before+2 || y.lingers.Load() != 1 {
+		t.Fatalf("%d syncs, %d lingers; want 1 more sync after 1 linger", y.syncs.Load()-before-1, y.lingers.Load())
+	}
+	if y.dirty.Load() {
+		t.Fatal("the write in flight is not covered by the sync")
+	}
+	// Commits begun after a wait was asked for are not waited for.
+	go func() { done <- y.wait() }()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	y.commitBegin()
+	defer y.commitEnd()
+	go func() { done <- y.wait() }()
+	select {
+	case <-done:
+		t.Fatal("the sync did not wait for the commit in flight")
+	case <-time.After(50 * time.Millisecond):
+	}
+	y.commitEnd()
+	y.commitBegin() // begun after the wait was asked for
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
