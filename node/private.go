@@ -349,6 +349,10 @@ func (n *Node) accepted(ctx context.Context, s *privSpace, m *protocol.Message) 
 	queue := []*protocol.Message{m}
 	control := false
 	var joiners []peer.ID
+	// goes maps a peer to the leave or removal naming it among the
+	// messages taken in here: the one that triggered this call, or one
+	// held for its parents that this call released.
+	goes := map[peer.ID]*protocol.Message{}
 	for len(queue) > 0 {
 		m := queue[0]
 		queue = queue[1:]
@@ -358,9 +362,16 @@ func (n *Node) accepted(ctx context.Context, s *privSpace, m *protocol.Message) 
 		}
 		control = control || member.IsControl(m)
 		n.learnKeys(s, m)
-		if s.sealed() && m.Type == member.TypeMember {
-			if c, p, err := member.ParseChange(m); err == nil && c.Op == member.OpJoin {
-				joiners = append(joiners, p)
+		if m.Type == member.TypeMember {
+			if c, p, err := member.ParseChange(m); err == nil {
+				switch c.Op {
+				case member.OpJoin:
+					if s.sealed() {
+						joiners = append(joiners, p)
+					}
+				case member.OpLeave, member.OpRemove:
+					goes[p] = m
+				}
 			}
 		}
 		children := s.pending[m.ID]
@@ -408,7 +419,10 @@ func (n *Node) accepted(ctx context.Context, s *privSpace, m *protocol.Message) 
 		// It announced its subscription while a member: make it announce
 		// again, to be filtered. If this node removed it, tell it so
 		// (gossip no longer reaches it), so that its daemon stops posting.
-		if e.Peer == m.Sender() {
+		// (The change is looked up by its target: the message that made
+		// this call may be another, one the change waited for.)
+		change := goes[e.Peer]
+		if change != nil && change.Sender() == e.Peer {
 			// It left, and may be waiting for this node's answer to the
 			// leave it presented (mesh/admit): cut it off once the answer
 			// is out (it stops taking part itself).
@@ -425,8 +439,8 @@ func (n *Node) accepted(ctx context.Context, s *privSpace, m *protocol.Message) 
 			continue
 		}
 		_ = n.mesh.DropPeer(e.Peer)
-		if m.Sender() == n.mesh.ID() && member.IsControl(m) {
-			p, wire := e.Peer, m.Wire()
+		if change != nil && change.Sender() == n.mesh.ID() {
+			p, wire := e.Peer, change.Wire()
 			n.wg.Go(func() { n.tellRemoved(p, wire) })
 		}
 	}
