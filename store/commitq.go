@@ -62,9 +62,6 @@ func (s *Store) putDurable(ctx context.Context, m Message, q Quota) (Entry, bool
 	lead := !c.leading
 	c.leading = true
 	c.mu.Unlock()
-	if lead {
-		s.syncer.commitBegin() // ended in lead
-	}
 	if !lead && !<-p.wake {
 		return p.e, p.added, p.err // a leader answered
 	}
@@ -87,15 +84,11 @@ func (s *Store) lead() {
 
 	c.mu.Lock()
 	if len(c.queue) > 0 {
-		// The next batch's commit counts as begun from here, so that
-		// this batch's sync waits for it and covers both (syncer.wait).
-		s.syncer.commitBegin()
 		c.queue[0].wake <- true
 	} else {
 		c.leading = false
 	}
 	c.mu.Unlock()
-	s.syncer.commitEnd() // this batch's (begun in putDurable, or here by the leader before)
 
 	// Also for a message stored already: it may have come from the
 	// network a moment ago, not yet on disk.

@@ -65,10 +65,6 @@ type syncer struct {
 	ended     uint64     // syncs ended (they end in order); guarded by mu
 	failed    uint64     // the last sync that failed (0: none); guarded by mu
 	err       error      // its error; guarded by mu
-	// Durable commits (the commit queue's batches) begun and ended; a
-	// waiter lets those in flight when it came land in the sync it starts.
-	commitsBegun, commitsEnded uint64       // guarded by mu
-	lingers                    atomic.Int64 // syncs that waited for a commit in flight (tests)
 	// Used by the running sync only (and close):
 	mem        activeFile      // the newest WAL
 	vlog       activeFile      // the newest value log
@@ -92,13 +88,6 @@ func newSyncer(dir string) *syncer {
 // wait returns once every write committed before it was called is on
 // disk, or the sync's error. It does not take a ctx: a sync is short, and
 // a caller that went away would leave its write committed and not synced.
-//
-// A sync it would start waits first for the durable commits in flight
-// when it was called (commitBegin, at most one batch of the commit queue:
-// the next one, being written while this one's sync would run), so that
-// one sync covers both instead of one each back to back: an fdatasync
-// costs the CPU of a few sends. A lone writer has none in flight and
-// waits for nothing.
 func (y *syncer) wait() error {
 	if y == nil {
 		return nil // in memory
@@ -106,22 +95,12 @@ func (y *syncer) wait() error {
 	y.mu.Lock()
 	defer y.mu.Unlock()
 	need := y.begun + 1 // a sync begun from now on
-	inFlight := y.commitsBegun
-	lingered := false
 	for y.ended < need {
-		switch {
-		case y.run:
-			y.cond.Wait()
-		case y.commitsEnded < inFlight:
-			lingered = true
-			y.cond.Wait() // commitEnd signals
-		default:
-			if lingered {
-				y.lingers.Add(1)
-				lingered = false
-			}
+		if !y.run {
 			y.syncLocked()
+			continue
 		}
+		y.cond.Wait()
 	}
 	if y.failed >= need {
 		return y.err
@@ -149,27 +128,6 @@ func (y *syncer) syncLocked() {
 		y.failed, y.err = n, err
 	}
 	y.cond.Broadcast()
-}
-
-// commitBegin records that a durable commit is being written: a sync
-// about to start waits for it (see wait). Every commitBegin is followed
-// by one commitEnd, however the commit ends.
-func (y *syncer) commitBegin() {
-	if y != nil {
-		y.mu.Lock()
-		y.commitsBegun++
-		y.mu.Unlock()
-	}
-}
-
-// commitEnd records that a durable commit begun is written (or failed).
-func (y *syncer) commitEnd() {
-	if y != nil {
-		y.mu.Lock()
-		y.commitsEnded++
-		y.cond.Broadcast()
-		y.mu.Unlock()
-	}
 }
 
 // later records a write that is to reach disk by the next sync (at most
