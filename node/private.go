@@ -86,6 +86,7 @@ type privSpace struct {
 	genesis member.Genesis
 	current atomic.Pointer[member.State] // membership after every message held
 	removed atomic.Bool                  // this node was told of its removal (see presentedJoin)
+	gone    atomic.Bool                  // this node was a member and its graph says it is not now
 	// leave is this node's signed leave while no member has confirmed it
 	// (see leavePrivate); nil otherwise.
 	leave atomic.Pointer[[]byte]
@@ -118,6 +119,13 @@ func newPrivSpace(name string, g *protocol.Message) (*privSpace, error) {
 	return s, nil
 }
 
+// out reports whether this node has been removed from s, or has left it
+// (and a member has its leave: until then it stays, so that sync can
+// bring the leave to them, see leavePrivate).
+func (s *privSpace) out() bool {
+	return s.removed.Load() || (s.gone.Load() && s.leave.Load() == nil)
+}
+
 // rendezvous is a private space's DHT namespace: from its genesis's secret
 // nonce, so that only members (who hold the genesis) can find it, not
 // whoever knows the space's name or ID.
@@ -130,7 +138,16 @@ func (s *privSpace) rendezvous() string {
 // current members, an open space everyone.
 func (n *Node) spaceAccess(space protocol.ID, p peer.ID) bool {
 	s := n.private.get(space)
-	if s == nil || s.current.Load().IsMember(p) {
+	if s == nil {
+		return true
+	}
+	if s.out() {
+		// Removed, or left: its copy of the space is not the members' any
+		// more, so it serves no one (a joiner would take its stale history
+		// for the space's).
+		return false
+	}
+	if s.current.Load().IsMember(p) {
 		return true
 	}
 	_, ok := s.contacts.Load(p)
@@ -402,6 +419,9 @@ func (n *Node) accepted(ctx context.Context, s *privSpace, m *protocol.Message) 
 	before := s.current.Load()
 	st := s.graph.Current()
 	s.current.Store(&st)
+	if self := n.mesh.ID(); before.IsMember(self) && !st.IsMember(self) {
+		s.gone.Store(true)
+	}
 	for _, p := range joiners {
 		space := m.Space
 		n.wg.Go(func() {
@@ -785,6 +805,9 @@ func (n *Node) presentedJoin(ctx context.Context, from peer.ID, wire []byte) err
 	}
 	if c.Op != member.OpJoin {
 		return errorf(api.CodeNotMember, "only a join or a leave of its sender, or the removal of this node, may be presented")
+	}
+	if s.out() {
+		return errorf(api.CodeNotMember, "this node is no longer a member of space %s: present the join to another member", m.Space)
 	}
 	// The invite must also be live by this node's clock, not only by the
 	// join's created_at, which its sender chose.

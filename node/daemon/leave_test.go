@@ -84,3 +84,40 @@ func TestLeavePrivate(t *testing.T) {
 		t.Fatal("b is no member in its own view after a refused leave")
 	}
 }
+
+// TestRemovedServesNoOne: a member removed from a private space takes no
+// part in it any more: a joiner whose invite names it and the owner (who
+// is down) cannot join through it, nor take its stale copy of the space
+// for the members'.
+func TestRemovedServesNoOne(t *testing.T) {
+	ctx := context.Background()
+	a, ca, stopA := runNode(t, nil)
+	boot := a.Addrs()[0].String()
+	x, cx := startNode(t, func(c *Config) { c.Bootstrap = []string{boot} })
+	_, cy := startNode(t, func(c *Config) { c.Bootstrap = []string{boot} })
+	if _, err := ca.CreatePrivate(ctx, "club"); err != nil {
+		t.Fatal(err)
+	}
+	inv, err := ca.Invite(ctx, "club", api.InviteRequest{Peer: x.ID().String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cx.JoinInvite(ctx, inv.Token); err != nil {
+		t.Fatal(err)
+	}
+	forY, err := ca.Invite(ctx, "club", api.InviteRequest{}) // names a and x
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ca.RemoveMember(ctx, "club", x.ID().String()); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "x to learn of its removal", func() bool {
+		ms, err := cx.Members(ctx, "club")
+		return err == nil && len(ms.Members) == 1
+	})
+	stopA()
+	if sp, err := cy.JoinInvite(ctx, forY.Token); err == nil {
+		t.Fatalf("y joined %+v through the removed member", sp)
+	}
+}
