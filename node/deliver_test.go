@@ -23,14 +23,7 @@ import (
 // declined (mesh.ErrDeclined) and the other of its group is stored all the
 // same.
 func TestDeliverGroups(t *testing.T) {
-	cfg := Default()
-	cfg.Home, cfg.MDNS, cfg.DHTMode = t.TempDir(), false, "client"
-	cfg.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
-	n, err := New(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.Close() })
+	n := deliverNode(t)
 	const name = "test-deliver"
 	sp, _, err := n.Join(name, nil)
 	if err != nil {
@@ -113,14 +106,7 @@ func TestDeliverGroups(t *testing.T) {
 // comes twice in the batch, with one error per message: nil, or
 // ErrDeclined for one over the space's size limit, the rest unharmed.
 func TestDeliverGossip(t *testing.T) {
-	cfg := Default()
-	cfg.Home, cfg.MDNS, cfg.DHTMode = t.TempDir(), false, "client"
-	cfg.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
-	n, err := New(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.Close() })
+	n := deliverNode(t)
 	sp, _, err := n.Join("test-deliver-gossip", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -164,4 +150,19 @@ func TestDeliverGossip(t *testing.T) {
 	if len(got) != 3 || stored[first.ID] != 1 || stored[a.ID] != 1 || stored[b.ID] != 1 {
 		t.Errorf("stored %v, want first, a and b once each", stored)
 	}
+}
+
+// deliverNode is a real node on loopback with its store in a temporary
+// home, closed when the test ends.
+func deliverNode(t *testing.T) *Node {
+	t.Helper()
+	cfg := Default()
+	cfg.Home, cfg.MDNS, cfg.DHTMode = t.TempDir(), false, "client"
+	cfg.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
+	n, err := New(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	return n
 }

@@ -369,7 +369,7 @@ func (n *Node) accepted(ctx context.Context, s *privSpace, m *protocol.Message) 
 	// goes maps a peer to the leave or removal naming it among the
 	// messages taken in here: the one that triggered this call, or one
 	// held for its parents that this call released.
-	goes := map[peer.ID]*protocol.Message{}
+	var goes map[peer.ID]*protocol.Message // made on the first (most calls have none)
 	for len(queue) > 0 {
 		m := queue[0]
 		queue = queue[1:]
@@ -387,6 +387,9 @@ func (n *Node) accepted(ctx context.Context, s *privSpace, m *protocol.Message) 
 						joiners = append(joiners, p)
 					}
 				case member.OpLeave, member.OpRemove:
+					if goes == nil {
+						goes = map[peer.ID]*protocol.Message{}
+					}
 					goes[p] = m
 				}
 			}

@@ -224,15 +224,9 @@ func TestSealedCLI(t *testing.T) {
 // key share and invite in its store), while B, who stayed, reads it; the
 // same procedure with B's key and store opens it (so the check can fail).
 func TestSealedRemove(t *testing.T) {
-	a, b, x := newCLI(t), newCLI(t), newCLI(t)
-	var ds []*testbed.Daemon
-	for _, c := range []cli{a, b, x} {
-		ds = append(ds, startDaemon(t, c, "--listen", "/ip4/127.0.0.1/tcp/0"))
-	}
+	a, b, x, ds, space := sealedTrio(t)
 	bID, _ := b.id()
 	xID, _ := x.id()
-	sid := strings.TrimSpace(a.OK("create", "audit", "--sealed"))
-	space, _ := protocol.ParseID(sid)
 	bearer, stderr, code := a.Run("invite", "audit") // unbound: the key rides in the token
 	if code != 0 || !strings.Contains(stderr, "whoever holds it can read the space") {
 		t.Fatalf("an unbound invite to a sealed space: exit %d, stderr %q (want the bearer-secret note)", code, stderr)
@@ -384,15 +378,9 @@ func TestSealedLeave(t *testing.T) {
 }
 
 func sealedLeave(t *testing.T, ownerDown bool) {
-	a, b, x := newCLI(t), newCLI(t), newCLI(t)
-	var ds []*testbed.Daemon
-	for _, c := range []cli{a, b, x} {
-		ds = append(ds, startDaemon(t, c, "--listen", "/ip4/127.0.0.1/tcp/0"))
-	}
+	a, b, x, ds, space := sealedTrio(t)
 	bID, _ := b.id()
 	xID, _ := x.id()
-	sid := strings.TrimSpace(a.OK("create", "audit", "--sealed"))
-	space, _ := protocol.ParseID(sid)
 	b.OK("join", "--invite", strings.TrimSpace(a.OK("invite", "audit", bID, "--role", "admin")))
 	x.OK("join", "--invite", strings.TrimSpace(a.OK("invite", "audit", xID)))
 	a.OK("send", "audit", "--text", "before")
@@ -474,4 +462,19 @@ func goneCannotRead(t *testing.T, after *protocol.Message, secret string, gone c
 	if text, ok := opens(after, stayKeys); !ok || !strings.Contains(text, secret) {
 		t.Fatalf("the keys of a member who stayed do not open the message sent after: %q %v", text, ok)
 	}
+}
+
+// sealedTrio starts daemons for a, b and x, and has a create the sealed
+// space "audit" (neither b nor x in it yet).
+func sealedTrio(t *testing.T) (a, b, x cli, ds []*testbed.Daemon, space protocol.ID) {
+	t.Helper()
+	a, b, x = newCLI(t), newCLI(t), newCLI(t)
+	for _, c := range []cli{a, b, x} {
+		ds = append(ds, startDaemon(t, c, "--listen", "/ip4/127.0.0.1/tcp/0"))
+	}
+	space, err := protocol.ParseID(strings.TrimSpace(a.OK("create", "audit", "--sealed")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, b, x, ds, space
 }
