@@ -71,11 +71,28 @@ type Node struct {
 	group      groupCommit // received messages waiting to be stored (group.go)
 
 	// bg is the node's own context, for work it starts in the background;
-	// Close cancels it (cancel) and waits for that work (wg).
-	bg     context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	once   sync.Once
+	// Close cancels it (cancel) and waits for that work (wg). Work is
+	// started only through spawn, which starts none once Close has begun
+	// (closing, under spawnMu): a WaitGroup must not grow from zero while
+	// Wait runs, and messages keep arriving until the mesh is closed.
+	bg      context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	spawnMu sync.Mutex
+	closing bool
+	once    sync.Once
+}
+
+// spawn runs f in the background on the node's wait group, unless Close
+// has begun; it reports whether f was started. f must end when n.bg ends.
+func (n *Node) spawn(f func()) bool {
+	n.spawnMu.Lock()
+	defer n.spawnMu.Unlock()
+	if n.closing {
+		return false
+	}
+	n.wg.Go(f)
+	return true
 }
 
 // New starts a node: it opens the store, starts the mesh and rejoins the
@@ -145,8 +162,8 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 			n.rotateLater(s.graph.Space(), s)
 		}
 	}
-	n.wg.Go(func() { n.reconnectKnownPeers(n.bg) })
-	n.wg.Go(func() { n.outbox.Run(n.bg) })
+	n.spawn(func() { n.reconnectKnownPeers(n.bg) })
+	n.spawn(func() { n.outbox.Run(n.bg) })
 	return n, nil
 }
 
@@ -236,6 +253,9 @@ func (n *Node) startMesh(ctx context.Context) (err error) {
 func (n *Node) Close() error {
 	var errs []error
 	n.once.Do(func() {
+		n.spawnMu.Lock()
+		n.closing = true
+		n.spawnMu.Unlock()
 		if n.cancel != nil {
 			n.cancel() // ends background loops
 		}

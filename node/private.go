@@ -427,8 +427,8 @@ func (n *Node) accepted(ctx context.Context, s *privSpace, m *protocol.Message) 
 	}
 	for _, p := range joiners {
 		space := m.Space
-		n.wg.Go(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), admit.Timeout)
+		n.spawn(func() {
+			ctx, cancel := context.WithTimeout(n.bg, admit.Timeout)
 			defer cancel()
 			n.shareWithJoiner(ctx, space, s, p)
 		})
@@ -450,7 +450,7 @@ func (n *Node) accepted(ctx context.Context, s *privSpace, m *protocol.Message) 
 			// leave it presented (mesh/admit): cut it off once the answer
 			// is out (it stops taking part itself).
 			p := e.Peer
-			n.wg.Go(func() {
+			n.spawn(func() {
 				t := time.NewTimer(leaverGrace)
 				defer t.Stop()
 				select {
@@ -464,7 +464,7 @@ func (n *Node) accepted(ctx context.Context, s *privSpace, m *protocol.Message) 
 		_ = n.mesh.DropPeer(e.Peer)
 		if change != nil && change.Sender() == n.mesh.ID() {
 			p, wire := e.Peer, change.Wire()
-			n.wg.Go(func() { n.tellRemoved(p, wire) })
+			n.spawn(func() { n.tellRemoved(p, wire) })
 		}
 	}
 	if dropped && s.sealed() {

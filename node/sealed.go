@@ -452,7 +452,7 @@ func rotateWait(rank int) time.Duration {
 // rotateLater runs rotateIfExposed for space s on the node's wait group,
 // bounded in time.
 func (n *Node) rotateLater(space protocol.ID, s *privSpace) {
-	n.wg.Go(func() {
+	n.spawn(func() {
 		ctx, cancel := context.WithTimeout(n.bg, admit.Timeout+rotateWait(maxRotateTurns))
 		defer cancel()
 		n.rotateIfExposed(ctx, space, s)
