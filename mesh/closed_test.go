@@ -12,6 +12,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/net/swarm"
 	relayclient "github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/client"
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
 	ma "github.com/multiformats/go-multiaddr"
@@ -211,8 +212,18 @@ func TestRelayAccess(t *testing.T) {
 			if !tc.reserve {
 				return // no circuit without a reservation
 			}
-			circuit := relay.Addrs()[0].Encapsulate(ma.StringCast("/p2p-circuit"))
-			err = dialer.h.Connect(ctx, peer.AddrInfo{ID: target.ID(), Addrs: []ma.Multiaddr{circuit}})
+			// The circuit is dialled on the relay transport itself: the
+			// host's Connect would take any direct connection the dialer
+			// has meanwhile (its DHT learns the target from the relay).
+			circuit := relay.Addrs()[0].Encapsulate(ma.StringCast("/p2p-circuit/p2p/" + target.ID().String()))
+			tpt := dialer.h.Network().(*swarm.Swarm).TransportForDialing(circuit)
+			if tpt == nil {
+				t.Fatalf("the dialer has no transport for %s", circuit)
+			}
+			c, err := tpt.Dial(ctx, circuit, target.ID())
+			if err == nil {
+				c.Close()
+			}
 			if got := err == nil; got != tc.connect {
 				t.Fatalf("circuit: %v, want one: %v", err, tc.connect)
 			}
