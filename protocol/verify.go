@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"filippo.io/edwards25519"
+	"filippo.io/edwards25519/field"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
@@ -197,31 +198,39 @@ func (v *Verifier) room() bool {
 }
 
 // keyTable holds [d·16^j](-A) for a public key A, j in 0…63 and d in
-// 1…15 (at rows[j][d-1]), so that [k](-A) for a scalar k < 2^256 is the
-// sum of at most 64 of them, one per base-16 digit of k.
+// 1…15 (at rows[j*15+d-1]), so that [k](-A) for a scalar k < 2^256 is the
+// sum of at most 64 of them, one per base-16 digit of k. They are kept
+// with Z = 1 (affinePoint), which makes each addition cheaper (about
+// 115 KiB per key).
 type keyTable struct {
 	uses int // checks lately (see decay; under Verifier.mu)
 	pub  [32]byte
-	rows [64][15]edwards25519.Point
+	rows [64 * 15]affinePoint
 	base *baseTable // shared by every key's table
 }
 
 // baseTable holds [d·256^j]B for the base point B, j in 0…31 and d in
-// 1…255 (at [j][d-1]), so that [S]B is the sum of at most 32 of them
-// (about 1.3 MiB, one per Verifier).
-type baseTable [32][255]edwards25519.Point
+// 1…255 (at rows[j*255+d-1]), so that [S]B is the sum of at most 32 of them
+// (about 960 KiB, one per Verifier), and the curve's 2d.
+type baseTable struct {
+	rows [32 * 255]affinePoint
+	d2   field.Element
+}
 
 func newBaseTable() *baseTable {
 	t := new(baseTable)
+	t.d2.Set(curveD2())
+	pts := make([]edwards25519.Point, len(t.rows))
 	base := edwards25519.NewGeneratorPoint()
-	for j := range t {
-		row := &t[j]
+	for j := range 32 {
+		row := pts[j*255 : (j+1)*255]
 		row[0].Set(base)
 		for d := 1; d < len(row); d++ {
 			row[d].Add(&row[d-1], base)
 		}
 		base.Add(&row[len(row)-1], base) // 256·base
 	}
+	toAffine(t.rows[:], pts, &t.d2)
 	return t
 }
 
@@ -231,15 +240,17 @@ func newKeyTable(pub [32]byte, base *baseTable) (*keyTable, error) {
 		return nil, err
 	}
 	t := &keyTable{pub: pub, base: base}
+	var pts [64 * 15]edwards25519.Point
 	p := new(edwards25519.Point).Negate(a)
-	for j := range t.rows {
-		row := &t.rows[j]
+	for j := range 64 {
+		row := pts[j*15 : (j+1)*15]
 		row[0].Set(p)
 		for d := 1; d < len(row); d++ {
 			row[d].Add(&row[d-1], p)
 		}
 		p.Add(&row[len(row)-1], p) // 16·p
 	}
+	toAffine(t.rows[:], pts[:], &base.d2)
 	return t, nil
 }
 
@@ -265,17 +276,19 @@ func (t *keyTable) verify(sig []byte, msg ...[]byte) bool {
 	if err != nil {
 		return false
 	}
-	r := edwards25519.NewIdentityPoint()
+	var r extPoint
+	r.setIdentity()
 	for j, d := range s.Bytes() { // [S]B
 		if d != 0 {
-			r.Add(r, &t.base[j][d-1])
+			r.addAffine(&t.base.rows[j*255+int(d)-1])
 		}
 	}
 	kb := k.Bytes()
-	for j := range t.rows {
+	for j := range 64 {
 		if d := kb[j/2] >> (4 * (j % 2)) & 15; d != 0 {
-			r.Add(r, &t.rows[j][d-1])
+			r.addAffine(&t.rows[j*15+int(d)-1])
 		}
 	}
-	return bytes.Equal(sig[:32], r.Bytes())
+	enc, ok := r.encode()
+	return ok && bytes.Equal(sig[:32], enc)
 }

@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"crypto/sha512"
 	"encoding/hex"
@@ -247,4 +248,52 @@ func TestIDStringLen(t *testing.T) {
 	if IDStringLen != idTextLen {
 		t.Fatalf("IDStringLen %d, idTextLen %d", IDStringLen, idTextLen)
 	}
+}
+
+// TestAddAffineMatchesPointAdd: the additions keyTable.verify makes in
+// its own representation give what edwards25519's Point.Add gives, for
+// ordinary points, points of small order, the neutral point and a point
+// added to itself, whatever the Z of the points converted (toAffine).
+func TestAddAffineMatchesPointAdd(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(5, 6))
+	d2 := curveD2()
+	t2 := new(edwards25519.Point).Add(order8, order8)
+	pts := []edwards25519.Point{*edwards25519.NewIdentityPoint(), *order8, *t2, *edwards25519.NewGeneratorPoint()}
+	for range 20 {
+		pts = append(pts, *new(edwards25519.Point).ScalarBaseMult(randScalar(rnd)))
+		last := &pts[len(pts)-1]
+		pts = append(pts, *new(edwards25519.Point).Add(last, order8)) // with a torsion part
+	}
+	aff := make([]affinePoint, len(pts))
+	toAffine(aff, pts, d2)
+	for i := range pts {
+		for j := range pts {
+			want := new(edwards25519.Point).Add(&pts[i], &pts[j])
+			x, y, z, tt := pts[i].ExtendedCoordinates()
+			var p extPoint
+			p.X, p.Y, p.Z, p.T = *x, *y, *z, *tt
+			p.addAffine(&aff[j])
+			got, ok := p.encode()
+			if !ok || !bytes.Equal(got, want.Bytes()) {
+				t.Fatalf("point %d + point %d: %x, want %x", i, j, got, want.Bytes())
+			}
+		}
+	}
+	var id extPoint
+	id.setIdentity()
+	if got, _ := id.encode(); !bytes.Equal(got, edwards25519.NewIdentityPoint().Bytes()) {
+		t.Fatalf("identity encodes as %x", got)
+	}
+}
+
+func randScalar(rnd *rand.Rand) *edwards25519.Scalar {
+	var seed [64]byte
+	for i := range seed {
+		seed[i] = byte(rnd.Uint32())
+	}
+	s, err := edwards25519.NewScalar().SetUniformBytes(seed[:])
+	if err != nil {
+		panic(err)
+	}
+	return s
 }
