@@ -6,7 +6,9 @@ import (
 	"crypto/sha512"
 	"encoding/hex"
 	"fmt"
+	"math/big"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"filippo.io/edwards25519"
@@ -296,4 +298,36 @@ func randScalar(rnd *rand.Rand) *edwards25519.Scalar {
 		panic(err)
 	}
 	return s
+}
+
+// TestSignedDigits: k = Σ e[j]·64^j with every digit in −32…31, for
+// random scalars and the edges (0, 1, 31, 32, 63, 64, L−1).
+func TestSignedDigits(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(7, 8))
+	l, _ := new(big.Int).SetString("7237005577332262213973186563042994240857116359379907606001950938285454250989", 10)
+	ks := []*big.Int{big.NewInt(0), big.NewInt(1), big.NewInt(31), big.NewInt(32), big.NewInt(63), big.NewInt(64), new(big.Int).Sub(l, big.NewInt(1))}
+	for range 1000 {
+		ks = append(ks, new(big.Int).SetBytes(reverse(randScalar(rnd).Bytes())))
+	}
+	for _, k := range ks {
+		var le [32]byte
+		k.FillBytes(le[:])
+		slices.Reverse(le[:])
+		sum := new(big.Int)
+		for j, d := range signedDigits(le[:]) {
+			if d < -32 || d > 31 {
+				t.Fatalf("k %v: digit %d is %d", k, j, d)
+			}
+			sum.Add(sum, new(big.Int).Lsh(big.NewInt(int64(d)), uint(6*j)))
+		}
+		if sum.Cmp(k) != 0 {
+			t.Fatalf("k %v: digits sum to %v", k, sum)
+		}
+	}
+}
+
+func reverse(b []byte) []byte {
+	b = slices.Clone(b)
+	slices.Reverse(b)
+	return b
 }

@@ -51,6 +51,26 @@ func (p *extPoint) addAffine(q *affinePoint) {
 	p.T.Multiply(&a, &b)
 }
 
+// subAffine sets p to p − q: addAffine of −q = (−x, y), whose y+x and
+// y−x are q's swapped and 2d·x·y negated.
+func (p *extPoint) subAffine(q *affinePoint) {
+	var a, b, pp, mm, tt, z2, c, d field.Element
+	a.Add(&p.Y, &p.X)
+	b.Subtract(&p.Y, &p.X)
+	pp.Multiply(&a, &q.YminusX)
+	mm.Multiply(&b, &q.YplusX)
+	tt.Multiply(&p.T, &q.T2d) // −(2d·x·y) below: c and d swap
+	z2.Add(&p.Z, &p.Z)
+	a.Subtract(&pp, &mm)
+	b.Add(&pp, &mm)
+	c.Subtract(&z2, &tt)
+	d.Add(&z2, &tt)
+	p.X.Multiply(&a, &d)
+	p.Y.Multiply(&b, &c)
+	p.Z.Multiply(&c, &d)
+	p.T.Multiply(&a, &b)
+}
+
 // encode returns p's 32-byte encoding, by edwards25519's own Point.Bytes;
 // false if p is not on the curve (which the additions cannot make).
 func (p *extPoint) encode() ([]byte, bool) {
