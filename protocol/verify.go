@@ -17,7 +17,7 @@ import (
 // their senders repeat, as when a node catches up on a space's history:
 // once a sender's key has been seen a few times it precomputes multiples
 // of that key (about 160 KiB per key, for at most maxTables keys, and
-// 0.96 MiB of multiples of the base point once the first is made), so
+// 480 KiB of multiples of the base point once the first is made), so
 // that each later check costs about a quarter of crypto/ed25519's.
 //
 // It accepts exactly what ed25519.Verify accepts: the check is the same
@@ -248,11 +248,34 @@ func signedDigits(k []byte) [kDigits]int8 {
 }
 
 // baseTable holds [d·256^j]B for the base point B, j in 0…31 and d in
-// 1…255 (at rows[j*255+d-1]), so that [S]B is the sum of at most 32 of them
-// (about 960 KiB, one per Verifier), and the curve's 2d.
+// 1…128 (at rows[j*128+d-1]), so that [S]B for a scalar S < 2^253 is the
+// sum or difference of at most 32 of them, one per digit of S in base 256
+// with digits from −128 to 127 (see signedBytes): about 480 KiB, one per
+// Verifier, half of what digits 0…255 took; and the curve's 2d.
 type baseTable struct {
-	rows [32 * 255]affinePoint
+	rows [32 * sRow]affinePoint
 	d2   field.Element
+}
+
+// sRow is the number of multiples per base-256 digit in a baseTable.
+const sRow = 128
+
+// signedBytes returns s (32 bytes, little-endian, below 2^253) as 32
+// digits e[j] in −128…127 with s = Σ e[j]·256^j.
+func signedBytes(s []byte) [32]int8 {
+	var e [32]int8
+	carry := 0
+	for j := range e {
+		d := int(s[j]) + carry // 0…256
+		carry = 0
+		if d >= 128 {
+			d -= 256
+			carry = 1
+		}
+		e[j] = int8(d)
+	}
+	// s < 2^253: the last byte is below 32, its digit below 33, no carry.
+	return e
 }
 
 func newBaseTable() *baseTable {
@@ -261,12 +284,12 @@ func newBaseTable() *baseTable {
 	pts := make([]edwards25519.Point, len(t.rows))
 	base := edwards25519.NewGeneratorPoint()
 	for j := range 32 {
-		row := pts[j*255 : (j+1)*255]
+		row := pts[j*sRow : (j+1)*sRow]
 		row[0].Set(base)
 		for d := 1; d < len(row); d++ {
 			row[d].Add(&row[d-1], base)
 		}
-		base.Add(&row[len(row)-1], base) // 256·base
+		base.Add(&row[len(row)-1], &row[len(row)-1]) // 256·base
 	}
 	toAffine(t.rows[:], pts, &t.d2)
 	return t
@@ -316,9 +339,12 @@ func (t *keyTable) verify(sig []byte, msg ...[]byte) bool {
 	}
 	var r extPoint
 	r.setIdentity()
-	for j, d := range s.Bytes() { // [S]B
-		if d != 0 {
-			r.addAffine(&t.base.rows[j*255+int(d)-1])
+	for j, d := range signedBytes(s.Bytes()) { // [S]B
+		switch {
+		case d > 0:
+			r.addAffine(&t.base.rows[j*sRow+int(d)-1])
+		case d < 0:
+			r.subAffine(&t.base.rows[j*sRow-int(d)-1])
 		}
 	}
 	for j, d := range signedDigits(k.Bytes()) { // [k](-A)

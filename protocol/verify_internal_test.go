@@ -331,3 +331,26 @@ func reverse(b []byte) []byte {
 	slices.Reverse(b)
 	return b
 }
+
+// TestSignedBytes: s = Σ e[j]·256^j with every digit in −128…127, for
+// random scalars and the edges (0, 127, 128, 255, 256, L−1).
+func TestSignedBytes(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(9, 10))
+	l, _ := new(big.Int).SetString("7237005577332262213973186563042994240857116359379907606001950938285454250989", 10)
+	ss := []*big.Int{big.NewInt(0), big.NewInt(127), big.NewInt(128), big.NewInt(255), big.NewInt(256), new(big.Int).Sub(l, big.NewInt(1))}
+	for range 1000 {
+		ss = append(ss, new(big.Int).SetBytes(reverse(randScalar(rnd).Bytes())))
+	}
+	for _, s := range ss {
+		var le [32]byte
+		s.FillBytes(le[:])
+		slices.Reverse(le[:])
+		sum := new(big.Int)
+		for j, d := range signedBytes(le[:]) {
+			sum.Add(sum, new(big.Int).Lsh(big.NewInt(int64(d)), uint(8*j)))
+		}
+		if sum.Cmp(s) != 0 {
+			t.Fatalf("s %v: digits sum to %v", s, sum)
+		}
+	}
+}
