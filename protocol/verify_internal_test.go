@@ -1,11 +1,14 @@
 package protocol
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"crypto/sha512"
 	"encoding/hex"
 	"fmt"
+	"math/big"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"filippo.io/edwards25519"
@@ -246,5 +249,108 @@ func BenchmarkKeyTable(b *testing.B) {
 func TestIDStringLen(t *testing.T) {
 	if IDStringLen != idTextLen {
 		t.Fatalf("IDStringLen %d, idTextLen %d", IDStringLen, idTextLen)
+	}
+}
+
+// TestAddAffineMatchesPointAdd: the additions keyTable.verify makes in
+// its own representation give what edwards25519's Point.Add gives, for
+// ordinary points, points of small order, the neutral point and a point
+// added to itself, whatever the Z of the points converted (toAffine).
+func TestAddAffineMatchesPointAdd(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(5, 6))
+	d2 := curveD2()
+	t2 := new(edwards25519.Point).Add(order8, order8)
+	pts := []edwards25519.Point{*edwards25519.NewIdentityPoint(), *order8, *t2, *edwards25519.NewGeneratorPoint()}
+	for range 20 {
+		pts = append(pts, *new(edwards25519.Point).ScalarBaseMult(randScalar(rnd)))
+		last := &pts[len(pts)-1]
+		pts = append(pts, *new(edwards25519.Point).Add(last, order8)) // with a torsion part
+	}
+	aff := make([]affinePoint, len(pts))
+	toAffine(aff, pts, d2)
+	for i := range pts {
+		for j := range pts {
+			want := new(edwards25519.Point).Add(&pts[i], &pts[j])
+			x, y, z, tt := pts[i].ExtendedCoordinates()
+			var p extPoint
+			p.X, p.Y, p.Z, p.T = *x, *y, *z, *tt
+			p.addAffine(&aff[j])
+			got, ok := p.encode()
+			if !ok || !bytes.Equal(got, want.Bytes()) {
+				t.Fatalf("point %d + point %d: %x, want %x", i, j, got, want.Bytes())
+			}
+		}
+	}
+	var id extPoint
+	id.setIdentity()
+	if got, _ := id.encode(); !bytes.Equal(got, edwards25519.NewIdentityPoint().Bytes()) {
+		t.Fatalf("identity encodes as %x", got)
+	}
+}
+
+func randScalar(rnd *rand.Rand) *edwards25519.Scalar {
+	var seed [64]byte
+	for i := range seed {
+		seed[i] = byte(rnd.Uint32())
+	}
+	s, err := edwards25519.NewScalar().SetUniformBytes(seed[:])
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// TestSignedDigits: k = Σ e[j]·64^j with every digit in −32…31, for
+// random scalars and the edges (0, 1, 31, 32, 63, 64, L−1).
+func TestSignedDigits(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(7, 8))
+	l, _ := new(big.Int).SetString("7237005577332262213973186563042994240857116359379907606001950938285454250989", 10)
+	ks := []*big.Int{big.NewInt(0), big.NewInt(1), big.NewInt(31), big.NewInt(32), big.NewInt(63), big.NewInt(64), new(big.Int).Sub(l, big.NewInt(1))}
+	for range 1000 {
+		ks = append(ks, new(big.Int).SetBytes(reverse(randScalar(rnd).Bytes())))
+	}
+	for _, k := range ks {
+		var le [32]byte
+		k.FillBytes(le[:])
+		slices.Reverse(le[:])
+		sum := new(big.Int)
+		for j, d := range signedDigits(le[:]) {
+			if d < -32 || d > 31 {
+				t.Fatalf("k %v: digit %d is %d", k, j, d)
+			}
+			sum.Add(sum, new(big.Int).Lsh(big.NewInt(int64(d)), uint(6*j)))
+		}
+		if sum.Cmp(k) != 0 {
+			t.Fatalf("k %v: digits sum to %v", k, sum)
+		}
+	}
+}
+
+func reverse(b []byte) []byte {
+	b = slices.Clone(b)
+	slices.Reverse(b)
+	return b
+}
+
+// TestSignedBytes: s = Σ e[j]·256^j with every digit in −128…127, for
+// random scalars and the edges (0, 127, 128, 255, 256, L−1).
+func TestSignedBytes(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(9, 10))
+	l, _ := new(big.Int).SetString("7237005577332262213973186563042994240857116359379907606001950938285454250989", 10)
+	ss := []*big.Int{big.NewInt(0), big.NewInt(127), big.NewInt(128), big.NewInt(255), big.NewInt(256), new(big.Int).Sub(l, big.NewInt(1))}
+	for range 1000 {
+		ss = append(ss, new(big.Int).SetBytes(reverse(randScalar(rnd).Bytes())))
+	}
+	for _, s := range ss {
+		var le [32]byte
+		s.FillBytes(le[:])
+		slices.Reverse(le[:])
+		sum := new(big.Int)
+		for j, d := range signedBytes(le[:]) {
+			sum.Add(sum, new(big.Int).Lsh(big.NewInt(int64(d)), uint(8*j)))
+		}
+		if sum.Cmp(s) != 0 {
+			t.Fatalf("s %v: digits sum to %v", s, sum)
+		}
 	}
 }

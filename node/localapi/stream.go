@@ -2,12 +2,12 @@ package localapi
 
 import (
 	"bufio"
-	"fmt"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/weftmesh/weft/internal/jsonx"
+	"github.com/weftmesh/weft/node"
 
 	"github.com/weftmesh/weft/protocol"
 )
@@ -107,11 +107,10 @@ func (a *API) streamEvents(w http.ResponseWriter, r *http.Request, space protoco
 			return
 		}
 		for _, m := range msgs {
-			data, err := marshal(apiStored(m))
-			if err != nil {
+			var ok bool
+			if buf, ok = appendEvent(buf[:0], m); !ok {
 				continue
 			}
-			buf = fmt.Appendf(buf[:0], "id: %s\nevent: message\ndata: %s\n\n", m.Cursor, data)
 			if !s.write(buf) {
 				return
 			}
@@ -133,6 +132,27 @@ func (a *API) streamEvents(w http.ResponseWriter, r *http.Request, space protoco
 			return
 		}
 	}
+}
+
+// appendEvent appends m as one server-sent event: its cursor as the id,
+// its JSON (as encoding/json writes it, by appendMessage) as the data.
+// False, b unchanged, for a message that has no JSON (it is skipped).
+func appendEvent(b []byte, m node.Message) ([]byte, bool) {
+	start := len(b)
+	b = append(b, "id: "...)
+	b = append(b, m.Cursor.String()...)
+	b = append(b, "\nevent: message\ndata: "...)
+	am := apiStored(m)
+	data := len(b)
+	b, ok := appendMessage(b, am)
+	if !ok { // what appendMessage leaves to encoding/json
+		j, err := marshal(am)
+		if err != nil {
+			return b[:start], false
+		}
+		b = append(b[:data], j...)
+	}
+	return append(b, "\n\n"...), true
 }
 
 func (a *API) events(w http.ResponseWriter, r *http.Request) {
