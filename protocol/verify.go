@@ -37,6 +37,7 @@ type Verifier struct {
 	tables map[[32]byte]*keyTable // at most maxTables
 	built  int                    // tables built so far
 	calls  int                    // checks so far (see decay)
+	credit int                    // tables that may be built now (see buildEvery)
 
 	// senders are "from" fields found to be canonical peer IDs of Ed25519
 	// keys (see checkShape), with their raw keys: at most maxSeen.
@@ -60,11 +61,12 @@ const (
 	maxTables  = 16
 	maxSeen    = 4096
 	decay      = 1024
+	buildEvery = 64
 )
 
 // NewVerifier returns an empty Verifier.
 func NewVerifier() *Verifier {
-	return &Verifier{seen: make(map[[32]byte]int), tables: make(map[[32]byte]*keyTable), senders: make(map[string]knownSender)}
+	return &Verifier{seen: make(map[[32]byte]int), tables: make(map[[32]byte]*keyTable), senders: make(map[string]knownSender), credit: maxTables}
 }
 
 // sender returns the peer ID of a "from" field checked before; false when
@@ -128,54 +130,81 @@ func (v *Verifier) check(pub, body, sig []byte) bool {
 	if len(pub) != ed25519.PublicKeySize {
 		return false
 	}
-	t := v.table(pub)
-	if t == nil {
-		return ed25519.Verify(pub, signingBytes(body), sig)
+	k := [32]byte(pub)
+	if t := v.lookup(k); t != nil {
+		return t.verify(sig, []byte(SigningDomain), body)
 	}
-	return t.verify(sig, []byte(SigningDomain), body)
+	if !ed25519.Verify(pub, signingBytes(body), sig) {
+		return false // a key earns its table with good signatures only
+	}
+	v.good(k)
+	return true
 }
 
-// table returns pub's table, building it at its tableAfter-th check; nil
-// until then, when there is no room for it, or when pub is not a valid
-// key (ed25519.Verify refuses it).
-func (v *Verifier) table(pub []byte) *keyTable {
-	k := [32]byte(pub)
+// lookup counts a check and returns k's table, nil if it has none.
+func (v *Verifier) lookup(k [32]byte) *keyTable {
 	v.mu.Lock()
+	defer v.mu.Unlock()
 	if v.calls++; v.calls%decay == 0 {
 		for _, t := range v.tables {
 			t.uses /= 2
 		}
 	}
+	if v.calls%buildEvery == 0 && v.credit < maxTables {
+		v.credit++
+	}
 	if t, ok := v.tables[k]; ok {
 		t.uses++
-		v.mu.Unlock()
 		return t
 	}
+	return nil
+}
+
+// good counts a good signature by k, a key without a table, and builds
+// k's table at its tableAfter-th when there is room and build credit (a
+// build costs about 10 checks: after the first maxTables, at most one per
+// buildEvery checks, so that senders of a few messages each, fresh keys
+// being free, cannot make the Verifier cost much more than ed25519).
+func (v *Verifier) good(k [32]byte) {
+	v.mu.Lock()
 	if len(v.seen) >= maxSeen {
 		clear(v.seen)
 	}
 	v.seen[k]++
-	build := v.seen[k] >= tableAfter && v.room()
+	build := v.seen[k] >= tableAfter && v.credit > 0 && v.hasRoom()
 	if build {
 		delete(v.seen, k)
+		v.credit--
 	}
 	v.mu.Unlock()
 	if !build {
-		return nil
+		return
 	}
 	v.base.Do(func() { v.baseRows = newBaseTable() })
 	t, err := newKeyTable(k, v.baseRows)
 	if err != nil {
-		return nil
+		return // ed25519.Verify decoded k: cannot happen
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if !v.room() { // taken meanwhile
-		return t
+	if _, ok := v.tables[k]; ok || !v.room() {
+		return
 	}
 	v.tables[k] = t
 	v.built++
-	return t
+}
+
+// hasRoom reports whether room would make room, without evicting; under mu.
+func (v *Verifier) hasRoom() bool {
+	if len(v.tables) < maxTables {
+		return true
+	}
+	for _, t := range v.tables {
+		if t.uses < tableAfter {
+			return true
+		}
+	}
+	return false
 }
 
 // room reports whether a table may be added, making room if one has been
