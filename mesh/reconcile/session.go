@@ -99,15 +99,26 @@ func (s *session) summary(lo, hi protocol.SyncKey) (int, protocol.Fingerprint, e
 
 // want asks for id unless it is stored or already asked for.
 func (s *session) want(id protocol.ID) error {
+	return s.wantIn(id, true)
+}
+
+// wantIn is want; with check false the store is not asked whether it
+// holds id: the caller knows that it holds nothing where id's key lies
+// (a range we hold nothing of). Should it hold id all the same (stored
+// since, or not indexed), the peer sends it and the Sink, which is
+// idempotent, does not store it twice.
+func (s *session) wantIn(id protocol.ID, check bool) error {
 	if _, ok := s.wanted[id]; ok {
 		return nil
 	}
 	if _, ok := s.got[id]; ok {
 		return nil
 	}
-	has, err := s.st.Has(id)
-	if err != nil || has {
-		return err
+	if check {
+		has, err := s.st.Has(id)
+		if err != nil || has {
+			return err
+		}
 	}
 	if len(s.wanted) >= maxOutstanding {
 		return nil // a later session asks again
@@ -238,16 +249,18 @@ func (s *session) reconcile(out *exchange, lo protocol.SyncKey, r rng) error {
 		// asked for), we answer with our own list of the range, or split
 		// it if it is large; they ask for what they lack, and their answer
 		// settles it.
-		theirs := make(map[protocol.ID]struct{}, len(r.ids))
-		for _, id := range r.ids {
-			theirs[id] = struct{}{}
-			if err := s.want(id); err != nil {
-				return err
-			}
-		}
 		n, _, err := s.summary(lo, hi)
 		if err != nil {
 			return err
+		}
+		// Holding nothing in the range (a late joiner, all of it), we
+		// lack every ID listed: no store lookup for each.
+		theirs := make(map[protocol.ID]struct{}, len(r.ids))
+		for _, id := range r.ids {
+			theirs[id] = struct{}{}
+			if err := s.wantIn(id, n > 0); err != nil {
+				return err
+			}
 		}
 		if n <= len(r.ids)+idListBulk { // else there is plenty they lack
 			if extra, err := s.extra(lo, hi, n, theirs); err != nil || !extra {
@@ -365,6 +378,9 @@ func (s *session) fill(x *exchange) error {
 	n := min(len(s.toWant), frameWants)
 	x.wants, s.toWant = s.toWant[:n:n], s.toWant[n:]
 	budget := s.cfg.msgBudget
+	if wb, ok := s.st.(WireBatcher); ok {
+		return s.fillBatched(x, wb, budget)
+	}
 	for len(s.toSend) > 0 && (budget > 0 || len(x.msgs) == 0) && s.sent < s.cfg.sessionBytes {
 		id := s.toSend[0]
 		s.toSend = s.toSend[1:]
@@ -384,6 +400,37 @@ func (s *session) fill(x *exchange) error {
 		s.stats.Sent++
 	}
 	n = min(len(s.missing), frameWants)
+	x.missing, s.missing = s.missing[:n:n], s.missing[n:]
+	return nil
+}
+
+// fillBatched is the end of fill for a store that reads many messages at
+// once: the same messages are sent, the same ones answered missing.
+func (s *session) fillBatched(x *exchange, wb WireBatcher, budget int) error {
+	for len(s.toSend) > 0 && (budget > 0 || len(x.msgs) == 0) && s.sent < s.cfg.sessionBytes {
+		limit := max(min(int64(budget), s.cfg.sessionBytes-s.sent), 1)
+		wires, err := wb.Wires(s.space, s.toSend, int(limit))
+		if err != nil {
+			return fmt.Errorf("wires: %w", err)
+		}
+		if len(wires) == 0 || len(wires) > len(s.toSend) {
+			return fmt.Errorf("wires: %d for %d IDs", len(wires), len(s.toSend))
+		}
+		for i, wire := range wires {
+			if wire == nil {
+				// Not held (never, or expired, or of another space): the
+				// peer is told.
+				s.missing = append(s.missing, s.toSend[i])
+				continue
+			}
+			x.msgs = append(x.msgs, wire)
+			budget -= len(wire)
+			s.sent += int64(len(wire))
+			s.stats.Sent++
+		}
+		s.toSend = s.toSend[len(wires):]
+	}
+	n := min(len(s.missing), frameWants)
 	x.missing, s.missing = s.missing[:n:n], s.missing[n:]
 	return nil
 }
