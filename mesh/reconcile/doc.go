@@ -29,7 +29,8 @@
 // session's floor are dropped on arrival; a peer serves only messages of
 // the session's space).
 //
-// Bounds: an exchange carries at most 4 MiB of messages (plus one), 1 MiB
+// Bounds: an exchange carries at most 4 MiB of messages (plus one; a node
+// sends 1 MiB, which keeps a joiner's memory small), 1 MiB
 // of ranges (the rest are answered next turn) and 8192 wanted IDs; decoding
 // refuses more. A node runs one session per space at a time, answers
 // "busy" when its slot is taken, or when a peer (2 a second) or a space

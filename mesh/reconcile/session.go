@@ -21,9 +21,17 @@ const (
 	// subListMax: a sub-range of a split holding at most this many is sent
 	// as IDs at once rather than as a fingerprint.
 	subListMax = 2
-	// frameMessageBytes is the budget of message bytes in one exchange
-	// (at least one message is always sent).
+	// frameMessageBytes is the most message bytes an exchange may carry
+	// (plus one message), which decoding accepts (see maxFrame).
 	frameMessageBytes = 4 << 20
+	// sendMessageBytes is the budget of message bytes in the exchanges
+	// this node sends (at least one message is always sent). It is a
+	// quarter of what is accepted: a joiner holds about three exchanges
+	// at once (one read, one verified, one stored) and their messages
+	// decoded; at 4 MiB those ~35 MB brought its Go heap near its soft
+	// limit for a large catch-up, where the garbage collector ran about
+	// as long as Badger wrote. Round trips are cheap next to that.
+	sendMessageBytes = 1 << 20
 	// frameWants bounds the IDs asked for in one exchange.
 	frameWants = 8192
 	// maxOutstanding bounds the IDs asked for and not yet received (a
@@ -441,10 +449,15 @@ type delivery struct {
 	// once applied); done is closed once these are stored (or refused).
 	prev     *delivery
 	done     chan struct{}
-	received []protocol.ID       // valid messages of the space (no longer wanted)
-	kept     []*protocol.Message // stored (not declined)
-	dropped  int
-	err      error
+	received []protocol.ID // valid messages of the space (no longer wanted)
+	// kept are the IDs of the messages stored (not declined), parents the
+	// parents they name: only these, not the messages, are kept until the
+	// session applies the delivery (at its next exchange), so that the
+	// messages, and the frame they came in, are freed once stored.
+	kept    []protocol.ID
+	parents []protocol.ID
+	dropped int
+	err     error
 }
 
 // startReceive validates the peer's messages exactly as gossip is
@@ -494,16 +507,14 @@ func (s *session) apply(d *delivery) error {
 	if s.got == nil {
 		s.got = make(map[protocol.ID]struct{})
 	}
-	for _, m := range d.kept {
+	for _, id := range d.kept {
 		if len(s.got) < maxGot {
-			s.got[m.ID] = struct{}{}
+			s.got[id] = struct{}{}
 		}
 	}
-	for _, m := range d.kept {
-		for _, p := range m.Prev {
-			if err := s.want(p); err != nil {
-				return err
-			}
+	for _, p := range d.parents {
+		if err := s.want(p); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -563,7 +574,8 @@ func (s *session) receive(ctx context.Context, d *delivery, wires [][]byte) erro
 		case err != nil:
 			return fmt.Errorf("deliver %s: %w", ok[i].ID, err)
 		default:
-			d.kept = append(d.kept, ok[i])
+			d.kept = append(d.kept, ok[i].ID)
+			d.parents = append(d.parents, ok[i].Prev...)
 		}
 	}
 	return nil
