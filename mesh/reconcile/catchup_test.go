@@ -1,8 +1,11 @@
 package reconcile
 
 import (
+	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/weftmesh/weft/protocol"
 )
@@ -45,11 +48,15 @@ func TestJoinerAsksNoLookups(t *testing.T) {
 // (WireBatcher), as store.Store does.
 type batchedStore struct {
 	*memStore
-	calls atomic.Int64
+	calls    atomic.Int64
+	maxLimit atomic.Int64 // the largest limit asked for
 }
 
 func (s *batchedStore) Wires(space protocol.ID, ids []protocol.ID, limit int) ([][]byte, error) {
 	s.calls.Add(1)
+	if int64(limit) > s.maxLimit.Load() {
+		s.maxLimit.Store(int64(limit))
+	}
 	var out [][]byte
 	read := 0
 	for _, id := range ids {
@@ -108,5 +115,64 @@ func TestWiresSendAsWire(t *testing.T) {
 	}
 	if wantStats.Missing == 0 || wantHeld >= len(msgs) || wantHeld < 50 {
 		t.Fatalf("one session with a budget of ~100 messages got %d: %+v", wantHeld, wantStats)
+	}
+}
+
+// TestSendsSmallExchanges: a responder sends a large history in exchanges
+// of about 1 MiB of messages, not the 4 MiB a peer accepts, so a joiner
+// holds little of it at once; the joiner gets all of it.
+func TestSendsSmallExchanges(t *testing.T) {
+	t.Parallel()
+	au := newAuthor(t)
+	pad := strings.Repeat("x", 4000)
+	var msgs []*protocol.Message
+	for i := range 800 { // ~3.3 MB
+		m, err := protocol.Sign(au.key, protocol.Draft{
+			Space: testSpace, CreatedAt: au.base.Add(time.Duration(i) * time.Millisecond), Type: "text",
+			Content: fmt.Appendf(nil, `{"text":"%d %s"}`, i, pad),
+		}, protocol.DefaultLimits())
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs = append(msgs, m)
+	}
+	a := newNode(t)
+	src := &batchedStore{memStore: newMemStore()}
+	addAll(src.memStore, msgs)
+	hb := newHost(t)
+	svc, err := New(hb, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Close() })
+	svc.Join(testSpace, src.memStore)
+	connect(t, a.h, hb)
+	stats, err := a.svc.Sync(syncCtx(t), hb.ID(), testSpace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stats.Received != len(msgs) {
+		t.Fatalf("received %d of %d: %+v", stats.Received, len(msgs), stats)
+	}
+	if got := src.maxLimit.Load(); got > 1<<20 || src.calls.Load() < 3 {
+		t.Fatalf("the responder read up to %d bytes for an exchange, in %d reads; want at most 1 MiB, in 3 or more", got, src.calls.Load())
+	}
+
+	// A peer that sends 4 MiB exchanges (as nodes did before) is served
+	// in full.
+	c := newNode(t)
+	old := &batchedStore{memStore: src.memStore}
+	hd := newHost(t)
+	big := func(c *config) error { c.msgBudget = frameMessageBytes; return nil }
+	svc2, err := New(hd, old, big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc2.Close() })
+	svc2.Join(testSpace, src.memStore)
+	connect(t, c.h, hd)
+	stats, err = c.svc.Sync(syncCtx(t), hd.ID(), testSpace)
+	if err != nil || stats.Received != len(msgs) || old.calls.Load() >= src.calls.Load() {
+		t.Fatalf("from a peer sending 4 MiB at once: received %d of %d in %d reads: %v", stats.Received, len(msgs), old.calls.Load(), err)
 	}
 }
