@@ -10,9 +10,13 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/weftmesh/weft/mesh"
+	"github.com/weftmesh/weft/mesh/reconcile"
 	"github.com/weftmesh/weft/protocol"
 	"github.com/weftmesh/weft/store"
 )
+
+// The store serves a sync session's messages in one read each exchange.
+var _ reconcile.WireBatcher = (*store.Store)(nil)
 
 // Every message this node stores, whether sent here, gossiped, fetched by
 // sync or received directly, goes through ingest: validated once on its

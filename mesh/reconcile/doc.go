@@ -29,9 +29,9 @@
 // session's floor are dropped on arrival; a peer serves only messages of
 // the session's space).
 //
-// Bounds: an exchange carries at most 4 MiB of messages (plus one), 1 MiB
-// of ranges (the rest are answered next turn) and 8192 wanted IDs; decoding
-// refuses more. A node runs one session per space at a time, answers
+// Bounds: an exchange carries at most 4 MiB of messages (plus one; a node
+// sends 1 MiB, which keeps a joiner's memory small), 1 MiB of ranges (the
+// rest are answered next turn) and 8192 wanted IDs; decoding refuses more. A node runs one session per space at a time, answers
 // "busy" when its slot is taken, or when a peer (2 a second) or a space
 // (10 a second) starts sessions faster than it answers them
 // (WithSessionRates), ends a session whose peer leaves its first frame

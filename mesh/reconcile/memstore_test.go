@@ -18,6 +18,7 @@ type memStore struct {
 	named map[protocol.ID]bool // named in some stored message's prev
 	floor protocol.SyncKey
 	puts  int // Deliver calls that stored something new
+	has   int // Has calls
 }
 
 func newMemStore() *memStore {
@@ -127,6 +128,7 @@ func (s *memStore) Wire(space, id protocol.ID) ([]byte, bool, error) {
 func (s *memStore) Has(id protocol.ID) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.has++
 	_, ok := s.wire[id]
 	return ok, nil
 }

@@ -29,7 +29,7 @@ type config struct {
 	validators  int                // goroutines validating one exchange's messages
 	verifier    *protocol.Verifier // checks fetched messages' signatures (senders repeat)
 	rangeBudget int                // range bytes per exchange (frameRangeBytes; tests lower it)
-	msgBudget   int                // message bytes per exchange (frameMessageBytes; tests lower it)
+	msgBudget   int                // message bytes per exchange sent (sendMessageBytes; tests lower it)
 	slowAfter   time.Duration      // see errSlow (tests lower it)
 	onReceived  func(p peer.ID, space protocol.ID, n int)
 	onSession   func(Session)
@@ -53,7 +53,7 @@ func defaults() config {
 		validators:  runtime.GOMAXPROCS(0),
 		verifier:    protocol.NewVerifier(),
 		rangeBudget: frameRangeBytes,
-		msgBudget:   frameMessageBytes,
+		msgBudget:   sendMessageBytes,
 		slowAfter:   slowAfter,
 
 		sessionBytes:  DefaultSessionBytes,

@@ -59,6 +59,15 @@ type Store interface {
 	Floor(space protocol.ID) (protocol.SyncKey, error)
 }
 
+// WireBatcher is what a Store may also implement to read the messages an
+// exchange sends at once (one read transaction rather than one each):
+// wires[i] is what Wire(space, ids[i]) returns (nil when not held), and
+// reading stops after the message that brings the bytes read to limit or
+// more, so wires may be shorter than ids; at least one is read.
+type WireBatcher interface {
+	Wires(space protocol.ID, ids []protocol.ID, limit int) (wires [][]byte, err error)
+}
+
 // Sink receives the valid messages a session fetches. It is called
 // concurrently, must be idempotent (a message may also arrive by gossip),
 // and should return once the message is stored. An error wrapping

@@ -21,9 +21,17 @@ const (
 	// subListMax: a sub-range of a split holding at most this many is sent
 	// as IDs at once rather than as a fingerprint.
 	subListMax = 2
-	// frameMessageBytes is the budget of message bytes in one exchange
-	// (at least one message is always sent).
+	// frameMessageBytes is the most message bytes an exchange may carry
+	// (plus one message), which decoding accepts (see maxFrame).
 	frameMessageBytes = 4 << 20
+	// sendMessageBytes is the budget of message bytes in the exchanges
+	// this node sends (at least one message is always sent). It is a
+	// quarter of what is accepted: a joiner holds about three exchanges
+	// at once (one read, one verified, one stored) and their messages
+	// decoded; at 4 MiB those ~35 MB brought its Go heap near its soft
+	// limit for a large catch-up, where the garbage collector ran about
+	// as long as Badger wrote. Round trips are cheap next to that.
+	sendMessageBytes = 1 << 20
 	// frameWants bounds the IDs asked for in one exchange.
 	frameWants = 8192
 	// maxOutstanding bounds the IDs asked for and not yet received (a
@@ -99,15 +107,26 @@ func (s *session) summary(lo, hi protocol.SyncKey) (int, protocol.Fingerprint, e
 
 // want asks for id unless it is stored or already asked for.
 func (s *session) want(id protocol.ID) error {
+	return s.wantIn(id, true)
+}
+
+// wantIn is want; with check false the store is not asked whether it
+// holds id: the caller knows that it holds nothing where id's key lies
+// (a range we hold nothing of). Should it hold id all the same (stored
+// since, or not indexed), the peer sends it and the Sink, which is
+// idempotent, does not store it twice.
+func (s *session) wantIn(id protocol.ID, check bool) error {
 	if _, ok := s.wanted[id]; ok {
 		return nil
 	}
 	if _, ok := s.got[id]; ok {
 		return nil
 	}
-	has, err := s.st.Has(id)
-	if err != nil || has {
-		return err
+	if check {
+		has, err := s.st.Has(id)
+		if err != nil || has {
+			return err
+		}
 	}
 	if len(s.wanted) >= maxOutstanding {
 		return nil // a later session asks again
@@ -238,16 +257,18 @@ func (s *session) reconcile(out *exchange, lo protocol.SyncKey, r rng) error {
 		// asked for), we answer with our own list of the range, or split
 		// it if it is large; they ask for what they lack, and their answer
 		// settles it.
-		theirs := make(map[protocol.ID]struct{}, len(r.ids))
-		for _, id := range r.ids {
-			theirs[id] = struct{}{}
-			if err := s.want(id); err != nil {
-				return err
-			}
-		}
 		n, _, err := s.summary(lo, hi)
 		if err != nil {
 			return err
+		}
+		// Holding nothing in the range (a late joiner, all of it), we
+		// lack every ID listed: no store lookup for each.
+		theirs := make(map[protocol.ID]struct{}, len(r.ids))
+		for _, id := range r.ids {
+			theirs[id] = struct{}{}
+			if err := s.wantIn(id, n > 0); err != nil {
+				return err
+			}
 		}
 		if n <= len(r.ids)+idListBulk { // else there is plenty they lack
 			if extra, err := s.extra(lo, hi, n, theirs); err != nil || !extra {
@@ -365,6 +386,9 @@ func (s *session) fill(x *exchange) error {
 	n := min(len(s.toWant), frameWants)
 	x.wants, s.toWant = s.toWant[:n:n], s.toWant[n:]
 	budget := s.cfg.msgBudget
+	if wb, ok := s.st.(WireBatcher); ok {
+		return s.fillBatched(x, wb, budget)
+	}
 	for len(s.toSend) > 0 && (budget > 0 || len(x.msgs) == 0) && s.sent < s.cfg.sessionBytes {
 		id := s.toSend[0]
 		s.toSend = s.toSend[1:]
@@ -388,16 +412,52 @@ func (s *session) fill(x *exchange) error {
 	return nil
 }
 
+// fillBatched is the end of fill for a store that reads many messages at
+// once: the same messages are sent, the same ones answered missing.
+func (s *session) fillBatched(x *exchange, wb WireBatcher, budget int) error {
+	for len(s.toSend) > 0 && (budget > 0 || len(x.msgs) == 0) && s.sent < s.cfg.sessionBytes {
+		limit := max(min(int64(budget), s.cfg.sessionBytes-s.sent), 1)
+		wires, err := wb.Wires(s.space, s.toSend, int(limit))
+		if err != nil {
+			return fmt.Errorf("wires: %w", err)
+		}
+		if len(wires) == 0 || len(wires) > len(s.toSend) {
+			return fmt.Errorf("wires: %d for %d IDs", len(wires), len(s.toSend))
+		}
+		for i, wire := range wires {
+			if wire == nil {
+				// Not held (never, or expired, or of another space): the
+				// peer is told.
+				s.missing = append(s.missing, s.toSend[i])
+				continue
+			}
+			x.msgs = append(x.msgs, wire)
+			budget -= len(wire)
+			s.sent += int64(len(wire))
+			s.stats.Sent++
+		}
+		s.toSend = s.toSend[len(wires):]
+	}
+	n := min(len(s.missing), frameWants)
+	x.missing, s.missing = s.missing[:n:n], s.missing[n:]
+	return nil
+}
+
 // delivery is one exchange's messages on their way to the Sink.
 type delivery struct {
 	// prev is the exchange before, whose messages are stored first (nil
 	// once applied); done is closed once these are stored (or refused).
 	prev     *delivery
 	done     chan struct{}
-	received []protocol.ID       // valid messages of the space (no longer wanted)
-	kept     []*protocol.Message // stored (not declined)
-	dropped  int
-	err      error
+	received []protocol.ID // valid messages of the space (no longer wanted)
+	// kept are the IDs of the messages stored (not declined), parents the
+	// parents they name: only these, not the messages, are kept until the
+	// session applies the delivery (at its next exchange), so that the
+	// messages, and the frame they came in, are freed once stored.
+	kept    []protocol.ID
+	parents []protocol.ID
+	dropped int
+	err     error
 }
 
 // startReceive validates the peer's messages exactly as gossip is
@@ -447,16 +507,14 @@ func (s *session) apply(d *delivery) error {
 	if s.got == nil {
 		s.got = make(map[protocol.ID]struct{})
 	}
-	for _, m := range d.kept {
+	for _, id := range d.kept {
 		if len(s.got) < maxGot {
-			s.got[m.ID] = struct{}{}
+			s.got[id] = struct{}{}
 		}
 	}
-	for _, m := range d.kept {
-		for _, p := range m.Prev {
-			if err := s.want(p); err != nil {
-				return err
-			}
+	for _, p := range d.parents {
+		if err := s.want(p); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -516,7 +574,8 @@ func (s *session) receive(ctx context.Context, d *delivery, wires [][]byte) erro
 		case err != nil:
 			return fmt.Errorf("deliver %s: %w", ok[i].ID, err)
 		default:
-			d.kept = append(d.kept, ok[i])
+			d.kept = append(d.kept, ok[i].ID)
+			d.parents = append(d.parents, ok[i].Prev...)
 		}
 	}
 	return nil
