@@ -106,7 +106,12 @@ func badgerOptions(opts Options, logger *slog.Logger) badger.Options {
 		// message with 3, 43 with 10 (40 with 16), and stalled its writes
 		// less. Reads merge up to 9 more L0 tables, each found by its
 		// key range and bloom filter; the tables are mapped files, not
-		// heap.
+		// heap. A middle value was measured again (weft bench
+		// --scenarios catchup,memory, interleaved, loaded machine): with
+		// 5 the late joiner took 31.9-36.3 s and 171-197 us of CPU per
+		// message, with 10 21.3-22.8 s and 150-160 us; a page at a
+		// million messages is under 1 ms with 10 (one order-index
+		// iterator per page, see ReadWithin).
 		WithNumLevelZeroTables(10).
 		WithNumLevelZeroTablesStall(20).
 		WithBaseTableSize(1 * mib).
