@@ -109,9 +109,9 @@ func badgerOptions(opts Options, logger *slog.Logger) badger.Options {
 		// heap. A middle value was measured again (weft bench
 		// --scenarios catchup,memory, interleaved, loaded machine): with
 		// 5 the late joiner took 31.9-36.3 s and 171-197 us of CPU per
-		// message, with 10 21.3-22.8 s and 150-160 us; a page at a
-		// million messages is under 1 ms with 10 (one order-index
-		// iterator per page, see ReadWithin).
+		// message, with 10 21.3-22.8 s and 150-160 us. A page pays
+		// for the L0 tables once (one order-index iterator per page,
+		// see ReadWithin); its point reads check their bloom filters.
 		WithNumLevelZeroTables(10).
 		WithNumLevelZeroTablesStall(20).
 		WithBaseTableSize(1 * mib).
