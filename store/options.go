@@ -116,17 +116,16 @@ func badgerOptions(opts Options, logger *slog.Logger) badger.Options {
 		WithNumLevelZeroTablesStall(20).
 		WithBaseTableSize(1 * mib).
 		WithBaseLevelSize(8 * mib).
-		// No block or index cache: with no compression and no
-		// encryption Badger reads a table's blocks and its index in
-		// place from the mapped file (zero copy), and a cache only adds
-		// its own lookup, admission and insertion to every read (a
-		// point read of a message checks up to one table per level).
-		// At a million messages the tables are hundreds of MiB of keys
-		// hashed at random, so a cache of 16 MiB hit little; the mapped
-		// pages are the kernel's page cache, counted as file-backed
-		// memory, not heap.
-		WithBlockCacheSize(0).
-		WithIndexCacheSize(0).
+		// The block cache stays (tried without: with no compression
+		// Badger reads blocks in place from the mapped tables, and a
+		// page cost 20-25% less CPU in BenchmarkRead10At100k, but weft
+		// bench --scenarios page at a million messages did not show
+		// it: two runs on a quiet machine gave p50 0.88-1.38 ms against
+		// 0.49-0.53 ms for one run with the cache (under load, one run
+		// each, 0.59 against 1.75 ms at the start); those reads come
+		// right after the fill, while it is still being compacted.
+		WithBlockCacheSize(16 * mib).
+		WithIndexCacheSize(8 * mib).
 		// Messages are small JSON; compressing their blocks costs CPU on
 		// every compaction and read for little disk.
 		WithCompression(options.None).
