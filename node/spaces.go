@@ -305,21 +305,47 @@ func (n *Node) Read(space protocol.ID, after store.Cursor, limit int) ([]Message
 	return n.openAll(ms), next, err
 }
 
+// ReadWithin is Read that also stops before the message that would take
+// the page past maxBytes as AnswerBytes counts (a sealed space's by its
+// sealed bytes, which weigh more than what they open to), always
+// returning one when there is one; cut reports that it stopped there, with
+// more to read after next. It reads the store once.
+func (n *Node) ReadWithin(space protocol.ID, after store.Cursor, limit, maxBytes int) (ms []Message, next store.Cursor, cut bool, err error) {
+	entries, next, cut, err := n.store.ReadWithin(space, after, limit, maxBytes, answerOverhead)
+	if err != nil {
+		return nil, after, false, err
+	}
+	ms, err = n.decodeAll(entries)
+	if err != nil {
+		return nil, after, false, err
+	}
+	return n.openAll(ms), next, cut, nil
+}
+
 // readStored is Read of the messages as stored (a sealed space's sealed).
 func (n *Node) readStored(space protocol.ID, after store.Cursor, limit int) ([]Message, store.Cursor, error) {
 	entries, next, err := n.store.Read(space, after, limit)
 	if err != nil {
 		return nil, after, err
 	}
+	out, err := n.decodeAll(entries)
+	if err != nil {
+		return nil, after, err
+	}
+	return out, next, nil
+}
+
+// decodeAll decodes stored entries for a page.
+func (n *Node) decodeAll(entries []store.Entry) ([]Message, error) {
 	out := make([]Message, 0, len(entries))
 	for _, e := range entries {
 		m, err := n.decode(e)
 		if err != nil {
-			return nil, after, err
+			return nil, err
 		}
 		out = append(out, m)
 	}
-	return out, next, nil
+	return out, nil
 }
 
 // readStored reads back a stored entry for a page: its bytes were checked

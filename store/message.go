@@ -426,61 +426,8 @@ func (s *Store) Wire(space, id protocol.ID) ([]byte, bool, error) {
 // when none is. Its cost does not depend on how many messages the space
 // holds, only on how many it returns or skips. limit must be positive.
 func (s *Store) Read(space protocol.ID, after Cursor, limit int) ([]Entry, Cursor, error) {
-	if limit <= 0 {
-		return nil, after, fmt.Errorf("store: read %s: limit %d is not positive", space, limit)
-	}
-	if err := s.enter(); err != nil {
-		return nil, after, err
-	}
-	defer s.leave()
-	if after == Cursor(^uint64(0)) {
-		return nil, after, nil
-	}
-	var entries []Entry
-	next := after
-	now := s.nowMilli()
-	err := s.db.View(func(txn *badger.Txn) error {
-		opts := badger.DefaultIteratorOptions
-		opts.PrefetchValues = false // values are 32-byte ids, read inline
-		opts.Prefix = orderPrefix(space)
-		it := txn.NewIterator(opts)
-		defer it.Close()
-		for it.Seek(orderKey(space, uint64(after)+1)); it.ValidForPrefix(opts.Prefix) && len(entries) < limit; it.Next() {
-			item := it.Item()
-			seq, ok := orderKeySeq(item.Key())
-			if !ok {
-				return fmt.Errorf("bad order key %x", item.Key())
-			}
-			var id protocol.ID
-			if err := item.Value(func(v []byte) error {
-				if len(v) != protocol.IDSize {
-					return fmt.Errorf("order entry %d: id has %d bytes", seq, len(v))
-				}
-				copy(id[:], v)
-				return nil
-			}); err != nil {
-				return err
-			}
-			next = Cursor(seq)
-			val, err := get(txn, messageKey(id))
-			if err != nil {
-				return fmt.Errorf("order entry %d: message %s: %w", seq, id, err)
-			}
-			if recordExpired(val, now) {
-				continue // not reading its raw bytes
-			}
-			e, err := readEntryRecord(txn, id, val)
-			if err != nil {
-				return fmt.Errorf("order entry %d: %w", seq, err)
-			}
-			entries = append(entries, e)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, after, fmt.Errorf("store: read %s: %w", space, err)
-	}
-	return entries, next, nil
+	entries, next, _, err := s.ReadWithin(space, after, limit, -1, 0)
+	return entries, next, err
 }
 
 // Heads returns the messages of space that no stored message names in its
@@ -576,19 +523,28 @@ func readEntryRecord(txn *badger.Txn, id protocol.ID, val []byte) (Entry, error)
 	if err != nil {
 		return Entry{}, err
 	}
+	if e.Raw, err = readChunks(txn, id, n); err != nil {
+		return Entry{}, err
+	}
+	return e, nil
+}
+
+// readChunks reads the n chunks of message id's raw bytes in txn.
+func readChunks(txn *badger.Txn, id protocol.ID, n int) ([]byte, error) {
+	var raw []byte
 	for i := range n {
 		chunk, err := get(txn, dataKey(id, i))
 		if err != nil {
 			// Not ErrNotFound: the record exists.
-			return Entry{}, fmt.Errorf("message %s: raw bytes chunk %d: %v", id, i, err)
+			return nil, fmt.Errorf("message %s: raw bytes chunk %d: %v", id, i, err)
 		}
-		if e.Raw == nil {
-			e.Raw = chunk
+		if raw == nil {
+			raw = chunk
 		} else {
-			e.Raw = append(e.Raw, chunk...)
+			raw = append(raw, chunk...)
 		}
 	}
-	return e, nil
+	return raw, nil
 }
 
 // MaxRawSize is the largest Message.Raw that Put accepts (well above the

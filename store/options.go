@@ -106,11 +106,24 @@ func badgerOptions(opts Options, logger *slog.Logger) badger.Options {
 		// message with 3, 43 with 10 (40 with 16), and stalled its writes
 		// less. Reads merge up to 9 more L0 tables, each found by its
 		// key range and bloom filter; the tables are mapped files, not
-		// heap.
+		// heap. A middle value was measured again (weft bench
+		// --scenarios catchup,memory, interleaved, loaded machine): with
+		// 5 the late joiner took 31.9-36.3 s and 171-197 us of CPU per
+		// message, with 10 21.3-22.8 s and 150-160 us. A page pays
+		// for the L0 tables once (one order-index iterator per page,
+		// see ReadWithin); its point reads check their bloom filters.
 		WithNumLevelZeroTables(10).
 		WithNumLevelZeroTablesStall(20).
 		WithBaseTableSize(1 * mib).
 		WithBaseLevelSize(8 * mib).
+		// The block cache stays (tried without: with no compression
+		// Badger reads blocks in place from the mapped tables, and a
+		// page cost 20-25% less CPU in BenchmarkRead10At100k, but weft
+		// bench --scenarios page at a million messages did not show
+		// it: two runs on a quiet machine gave p50 0.88-1.38 ms against
+		// 0.49-0.53 ms for one run with the cache (under load, one run
+		// each, 0.59 against 1.75 ms at the start); those reads come
+		// right after the fill, while it is still being compacted.
 		WithBlockCacheSize(16 * mib).
 		WithIndexCacheSize(8 * mib).
 		// Messages are small JSON; compressing their blocks costs CPU on

@@ -130,17 +130,24 @@ func (f *fake) Send(ctx context.Context, space protocol.ID, p node.Post) (node.M
 	f.mu.Unlock()
 	return f.add("sent"), nil
 }
-func (f *fake) Read(space protocol.ID, after store.Cursor, limit int) ([]node.Message, store.Cursor, error) {
+func (f *fake) ReadWithin(space protocol.ID, after store.Cursor, limit, maxBytes int) ([]node.Message, store.Cursor, bool, error) {
 	if err := f.fail(); err != nil {
-		return nil, after, err
+		return nil, after, false, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if space != labID || int(after) >= len(f.msgs) {
-		return nil, after, nil
+		return nil, after, false, nil
 	}
 	out := f.msgs[after:min(int(after)+limit, len(f.msgs))]
-	return out, out[len(out)-1].Cursor, nil
+	size := 0
+	for i, m := range out {
+		if i > 0 && maxBytes >= 0 && size+m.AnswerBytes() > maxBytes {
+			return out[:i], out[i-1].Cursor, true, nil
+		}
+		size += m.AnswerBytes()
+	}
+	return out, out[len(out)-1].Cursor, false, nil
 }
 func (f *fake) End(space protocol.ID) (store.Cursor, error) {
 	f.mu.Lock()

@@ -55,7 +55,7 @@ type Backend interface {
 	SetSpaceLimits(ref string, l store.SpaceLimits) (node.Space, error)
 	Leave(ctx context.Context, ref string) error
 	Send(ctx context.Context, space protocol.ID, p node.Post) (node.Message, error)
-	Read(space protocol.ID, after store.Cursor, limit int) ([]node.Message, store.Cursor, error)
+	ReadWithin(space protocol.ID, after store.Cursor, limit, maxBytes int) ([]node.Message, store.Cursor, bool, error)
 	End(space protocol.ID) (store.Cursor, error)
 	Changed(space protocol.ID) <-chan struct{}
 	Get(id protocol.ID) (node.Message, error)

@@ -22,6 +22,7 @@ type batchCounter struct {
 	*fake
 	mu       sync.Mutex // the stream may still read while the test checks
 	maxBatch int
+	reads    int // reads of the backend
 }
 
 // most returns the most bytes one Read returned so far.
@@ -31,16 +32,17 @@ func (b *batchCounter) most() int {
 	return b.maxBatch
 }
 
-func (b *batchCounter) Read(space protocol.ID, after store.Cursor, limit int) ([]node.Message, store.Cursor, error) {
-	msgs, next, err := b.fake.Read(space, after, limit)
+func (b *batchCounter) ReadWithin(space protocol.ID, after store.Cursor, limit, maxBytes int) ([]node.Message, store.Cursor, bool, error) {
+	msgs, next, cut, err := b.fake.ReadWithin(space, after, limit, maxBytes)
 	size := 0
 	for _, m := range msgs {
 		size += m.AnswerBytes()
 	}
 	b.mu.Lock()
 	b.maxBatch = max(b.maxBatch, size)
+	b.reads++
 	b.mu.Unlock()
-	return msgs, next, err
+	return msgs, next, cut, err
 }
 
 // heavyFake holds 70 messages of mixed sizes: 12 of 600 KB, 50 of 1 KB,
@@ -149,5 +151,35 @@ func TestReplayBoundedInBytes(t *testing.T) {
 	}
 	if most := f.most(); most > node.MaxAnswerBytes+2<<20 {
 		t.Errorf("the backend returned %d bytes at once, want about the budget (%d)", most, node.MaxAnswerBytes)
+	}
+}
+
+// TestPageReadsBackendOnce: a page of small messages, full or the last
+// few, is one read of the backend (each read is a store transaction and
+// an index seek), and says where to continue.
+func TestPageReadsBackendOnce(t *testing.T) {
+	f := &batchCounter{fake: newFake()}
+	for i := range 25 {
+		f.add(fmt.Sprint("m", i))
+	}
+	srv := New(f, "/mcp", nil)
+	for _, tc := range []struct {
+		after string
+		want  int
+	}{{"", 10}, {f.msgs[9].Cursor.String(), 10}, {f.msgs[19].Cursor.String(), 5}} {
+		f.reads = 0
+		req := httptest.NewRequest("GET", "/v1/spaces/lab/messages?limit=10&after="+tc.after, nil)
+		rec := httptest.NewRecorder()
+		srv.ServeHTTP(rec, req)
+		var page api.Page
+		if rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &page) != nil {
+			t.Fatalf("after %q: %d %.200s", tc.after, rec.Code, rec.Body.Bytes())
+		}
+		if len(page.Messages) != tc.want || page.Next != page.Messages[len(page.Messages)-1].Cursor {
+			t.Fatalf("after %q: %d messages, next %q; want %d, next the last one's", tc.after, len(page.Messages), page.Next, tc.want)
+		}
+		if f.reads != 1 {
+			t.Errorf("after %q: %d reads of the backend, want 1", tc.after, f.reads)
+		}
 	}
 }

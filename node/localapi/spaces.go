@@ -243,40 +243,27 @@ func (a *API) readPage(w http.ResponseWriter, r *http.Request, space protocol.ID
 	writeJSON(w, http.StatusOK, page)
 }
 
-// firstBatch is how many messages readBounded asks the backend for first;
-// then as many as the budget left holds at the average size so far.
-const firstBatch = 4
-
 // readBounded reads up to limit messages of space after a cursor, and
 // stops before the message that would pass node.MaxAnswerBytes (always
-// taking one). It asks the backend in batches sized to the budget, so it
-// holds little more than the budget whatever the messages weigh. next
+// taking one), in one read of the backend, which stops there itself, so
+// it holds little more than the budget whatever the messages weigh. next
 // continues after the last message taken; more reports that it stopped at
 // the limit or the budget, so more may follow at once.
 func (a *API) readBounded(space protocol.ID, after store.Cursor, limit int) (msgs []node.Message, next store.Cursor, more bool, err error) {
-	next, size := after, 0
-	for len(msgs) < limit {
-		n := min(limit-len(msgs), firstBatch)
-		if len(msgs) > 0 {
-			avg := max(size/len(msgs), 1)
-			n = min(limit-len(msgs), max(node.MaxAnswerBytes-size, 0)/avg+1) // +1: to find where the budget ends
-		}
-		batch, bnext, err := a.b.Read(space, next, n)
-		if err != nil {
-			return nil, after, false, err
-		}
-		for _, m := range batch {
-			if len(msgs) > 0 && size+m.AnswerBytes() > node.MaxAnswerBytes {
-				return msgs, msgs[len(msgs)-1].Cursor, true, nil
-			}
-			msgs, size = append(msgs, m), size+m.AnswerBytes()
-		}
-		next = bnext
-		if len(batch) < n {
-			return msgs, next, false, nil
-		}
+	msgs, next, cut, err := a.b.ReadWithin(space, after, limit, node.MaxAnswerBytes)
+	if err != nil {
+		return nil, after, false, err
 	}
-	return msgs, next, true, nil
+	// The backend weighs what it stores; cut again on what an answer
+	// carries, should a message open to more than it weighed.
+	size := 0
+	for i, m := range msgs {
+		if i > 0 && size+m.AnswerBytes() > node.MaxAnswerBytes {
+			return msgs[:i], msgs[i-1].Cursor, true, nil
+		}
+		size += m.AnswerBytes()
+	}
+	return msgs, next, cut || len(msgs) == limit, nil
 }
 
 func (a *API) message(w http.ResponseWriter, r *http.Request) {

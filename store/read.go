@@ -1,0 +1,88 @@
+package store
+
+import (
+	"fmt"
+
+	badger "github.com/dgraph-io/badger/v4"
+	"github.com/weftmesh/weft/protocol"
+)
+
+// ReadWithin is Read that also stops before the entry that would take
+// the entries' weight past maxBytes, always returning at least one
+// entry when there is one; an entry weighs the length of its raw bytes
+// plus overhead. cut reports that it stopped there, before the limit
+// and with more stored after next (next is then past the last entry
+// returned and the expired ones that followed it, not past the entry
+// that did not fit). A negative maxBytes bounds nothing. It reads the raw
+// bytes of no entry it does not return, so one read holds about
+// maxBytes, whatever the messages weigh.
+func (s *Store) ReadWithin(space protocol.ID, after Cursor, limit, maxBytes, overhead int) (entries []Entry, next Cursor, cut bool, err error) {
+	if limit <= 0 {
+		return nil, after, false, fmt.Errorf("store: read %s: limit %d is not positive", space, limit)
+	}
+	if err := s.enter(); err != nil {
+		return nil, after, false, err
+	}
+	defer s.leave()
+	if after == Cursor(^uint64(0)) {
+		return nil, after, false, nil
+	}
+	next = after
+	now := s.nowMilli()
+	weight := 0
+	err = s.db.View(func(txn *badger.Txn) error {
+		opts := badger.DefaultIteratorOptions
+		opts.PrefetchValues = false // values are 32-byte ids, read inline
+		opts.Prefix = orderPrefix(space)
+		it := txn.NewIterator(opts)
+		defer it.Close()
+		for it.Seek(orderKey(space, uint64(after)+1)); it.ValidForPrefix(opts.Prefix) && len(entries) < limit; it.Next() {
+			item := it.Item()
+			seq, ok := orderKeySeq(item.Key())
+			if !ok {
+				return fmt.Errorf("bad order key %x", item.Key())
+			}
+			var id protocol.ID
+			if err := item.Value(func(v []byte) error {
+				if len(v) != protocol.IDSize {
+					return fmt.Errorf("order entry %d: id has %d bytes", seq, len(v))
+				}
+				copy(id[:], v)
+				return nil
+			}); err != nil {
+				return err
+			}
+			val, err := get(txn, messageKey(id))
+			if err != nil {
+				return fmt.Errorf("order entry %d: message %s: %w", seq, id, err)
+			}
+			if recordExpired(val, now) {
+				next = Cursor(seq)
+				continue // not reading its raw bytes
+			}
+			e, chunks, size, err := decodeRecordSize(id, val)
+			if err != nil {
+				return fmt.Errorf("order entry %d: %w", seq, err)
+			}
+			if size >= 0 && maxBytes >= 0 && len(entries) > 0 && int64(weight)+size+int64(overhead) > int64(maxBytes) {
+				cut = true // known from the record: its bytes stay unread
+				return nil
+			}
+			if e.Raw, err = readChunks(txn, id, chunks); err != nil {
+				return fmt.Errorf("order entry %d: %w", seq, err)
+			}
+			if w := len(e.Raw) + overhead; maxBytes >= 0 && len(entries) > 0 && weight+w > maxBytes {
+				cut = true // a record of version 2, with no size
+				return nil
+			}
+			weight += len(e.Raw) + overhead
+			next = Cursor(seq)
+			entries = append(entries, e)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, after, false, fmt.Errorf("store: read %s: %w", space, err)
+	}
+	return entries, next, cut, nil
+}
