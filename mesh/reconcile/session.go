@@ -386,40 +386,11 @@ func (s *session) fill(x *exchange) error {
 	n := min(len(s.toWant), frameWants)
 	x.wants, s.toWant = s.toWant[:n:n], s.toWant[n:]
 	budget := s.cfg.msgBudget
-	if wb, ok := s.st.(WireBatcher); ok {
-		return s.fillBatched(x, wb, budget)
-	}
-	for len(s.toSend) > 0 && (budget > 0 || len(x.msgs) == 0) && s.sent < s.cfg.sessionBytes {
-		id := s.toSend[0]
-		s.toSend = s.toSend[1:]
-		wire, ok, err := s.st.Wire(s.space, id)
-		if err != nil {
-			return fmt.Errorf("wire %s: %w", id, err)
-		}
-		if !ok {
-			// Not held (never, or expired, or of another space): the
-			// peer is told.
-			s.missing = append(s.missing, id)
-			continue
-		}
-		x.msgs = append(x.msgs, wire)
-		budget -= len(wire)
-		s.sent += int64(len(wire))
-		s.stats.Sent++
-	}
-	n = min(len(s.missing), frameWants)
-	x.missing, s.missing = s.missing[:n:n], s.missing[n:]
-	return nil
-}
-
-// fillBatched is the end of fill for a store that reads many messages at
-// once: the same messages are sent, the same ones answered missing.
-func (s *session) fillBatched(x *exchange, wb WireBatcher, budget int) error {
 	for len(s.toSend) > 0 && (budget > 0 || len(x.msgs) == 0) && s.sent < s.cfg.sessionBytes {
 		limit := max(min(int64(budget), s.cfg.sessionBytes-s.sent), 1)
-		wires, err := wb.Wires(s.space, s.toSend, int(limit))
+		wires, err := s.wires(s.toSend, int(limit))
 		if err != nil {
-			return fmt.Errorf("wires: %w", err)
+			return err
 		}
 		if len(wires) == 0 || len(wires) > len(s.toSend) {
 			return fmt.Errorf("wires: %d for %d IDs", len(wires), len(s.toSend))
@@ -438,9 +409,38 @@ func (s *session) fillBatched(x *exchange, wb WireBatcher, budget int) error {
 		}
 		s.toSend = s.toSend[len(wires):]
 	}
-	n := min(len(s.missing), frameWants)
+	n = min(len(s.missing), frameWants)
 	x.missing, s.missing = s.missing[:n:n], s.missing[n:]
 	return nil
+}
+
+// wires reads the messages ids of the session's space as WireBatcher.Wires
+// does: at once when the store is one, else one Wire at a time.
+func (s *session) wires(ids []protocol.ID, limit int) ([][]byte, error) {
+	if wb, ok := s.st.(WireBatcher); ok {
+		wires, err := wb.Wires(s.space, ids, limit)
+		if err != nil {
+			return nil, fmt.Errorf("wires: %w", err)
+		}
+		return wires, nil
+	}
+	var wires [][]byte
+	read := 0
+	for _, id := range ids {
+		if read >= limit && len(wires) > 0 {
+			break
+		}
+		wire, ok, err := s.st.Wire(s.space, id)
+		if err != nil {
+			return nil, fmt.Errorf("wire %s: %w", id, err)
+		}
+		if !ok {
+			wire = nil
+		}
+		wires = append(wires, wire)
+		read += len(wire)
+	}
+	return wires, nil
 }
 
 // delivery is one exchange's messages on their way to the Sink.
