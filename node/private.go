@@ -655,7 +655,13 @@ func (n *Node) JoinInvite(ctx context.Context, token string) (Space, error) {
 		return Space{}, err
 	}
 	// Present the join to the members the invite names, the issuer first.
-	var tried []string
+	// A refusal may be the presentee's own (a member removed since the
+	// invite was issued serves no one), so the next is tried; with none
+	// taking it, the first refusal is the answer.
+	var (
+		tried   []string
+		refusal error
+	)
 	presented, presenter := false, peer.ID("")
 	for _, p := range n.inviteContacts(ctx, inv) {
 		err := admit.Present(ctx, n.mesh.Host(), p, join.Wire())
@@ -665,7 +671,10 @@ func (n *Node) JoinInvite(ctx context.Context, token string) (Space, error) {
 			if code != api.CodeBadInvite && code != api.CodeNotMember {
 				code = api.CodeNotMember
 			}
-			return Space{}, errorf(code, "join refused by %s: %s", p, ref.Msg)
+			if refusal == nil {
+				refusal = errorf(code, "join refused by %s: %s", p, ref.Msg)
+			}
+			continue
 		}
 		if err != nil {
 			tried = append(tried, fmt.Sprintf("%s: %v", p, err))
@@ -673,6 +682,9 @@ func (n *Node) JoinInvite(ctx context.Context, token string) (Space, error) {
 		}
 		presented, presenter = true, p
 		break
+	}
+	if !presented && refusal != nil {
+		return Space{}, refusal
 	}
 	if !presented {
 		return Space{}, errorf(api.CodeConnectFailed, "no member of the space could be reached to present the join: %v", tried)
