@@ -29,7 +29,7 @@ type rangeIndex struct {
 	ready chan struct{} // closed when the build is done
 	err   error         // the build's error; set before ready is closed
 
-	mu   sync.RWMutex
+	mu   sync.Mutex // reads too: they read cold blocks back
 	list keyList
 }
 
@@ -47,6 +47,8 @@ func (s *Store) index(space protocol.ID) (*rangeIndex, error) {
 		return ix, nil
 	}
 	ix = &rangeIndex{ready: make(chan struct{})}
+	ix.list.load = func(lo, hi protocol.SyncKey) ([]protocol.SyncKey, error) { return s.timeKeys(space, lo, hi) }
+	ix.list.maxHot = s.maxHotBlocks
 	s.indexes[space] = ix
 	s.indexMu.Unlock()
 
@@ -78,7 +80,9 @@ func (s *Store) buildIndex(space protocol.ID, l *keyList) error {
 			if !ok {
 				return fmt.Errorf("bad time key %x", it.Item().Key())
 			}
-			l.insert(k) // in order: an append
+			if _, err := l.insert(k); err != nil { // in order: an append
+				return err
+			}
 		}
 		return nil
 	})
@@ -86,6 +90,34 @@ func (s *Store) buildIndex(space protocol.ID, l *keyList) error {
 		return fmt.Errorf("build range index: %w", err)
 	}
 	return nil
+}
+
+// timeKeys returns the sync keys k of space's time index with
+// lo <= k <= hi, in order: a cold block of its range index read back.
+func (s *Store) timeKeys(space protocol.ID, lo, hi protocol.SyncKey) ([]protocol.SyncKey, error) {
+	var keys []protocol.SyncKey
+	err := s.db.View(func(txn *badger.Txn) error {
+		opts := badger.DefaultIteratorOptions
+		opts.PrefetchValues = false
+		opts.Prefix = timePrefix(space)
+		it := txn.NewIterator(opts)
+		defer it.Close()
+		for it.Seek(timeKey(space, lo)); it.ValidForPrefix(opts.Prefix); it.Next() {
+			k, ok := timeKeySync(it.Item().Key())
+			if !ok {
+				return fmt.Errorf("bad time key %x", it.Item().Key())
+			}
+			if hi.Less(k) {
+				break
+			}
+			keys = append(keys, k)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read range index block: %w", err)
+	}
+	return keys, nil
 }
 
 // updateIndex applies committed inserts (add) or deletes (!add) of keys
@@ -104,16 +136,29 @@ func (s *Store) updateIndex(space protocol.ID, add bool, keys ...protocol.SyncKe
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	for _, k := range keys {
+		var err error
 		if add {
-			ix.list.insert(k)
+			_, err = ix.list.insert(k)
 		} else {
-			ix.list.remove(k)
+			_, err = ix.list.remove(k)
+		}
+		if err != nil {
+			// A block could not be read back (the store is closing, or
+			// failing): the index no longer knows its keys. Drop it; the
+			// next use builds a new one from the store.
+			s.indexMu.Lock()
+			if s.indexes[space] == ix {
+				delete(s.indexes, space)
+			}
+			s.indexMu.Unlock()
+			s.logger.Warn("range index dropped", "space", space, "err", err)
+			return
 		}
 	}
 }
 
-// readIndex runs fn on space's range index under its read lock.
-func (s *Store) readIndex(space protocol.ID, fn func(l *keyList)) error {
+// readIndex runs fn on space's range index under its lock.
+func (s *Store) readIndex(space protocol.ID, fn func(l *keyList) error) error {
 	if err := s.enter(); err != nil {
 		return err
 	}
@@ -122,10 +167,9 @@ func (s *Store) readIndex(space protocol.ID, fn func(l *keyList)) error {
 	if err != nil {
 		return err
 	}
-	ix.mu.RLock()
-	defer ix.mu.RUnlock()
-	fn(&ix.list)
-	return nil
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	return fn(&ix.list)
 }
 
 // Summary returns the number of messages of space whose sync keys k have
@@ -134,7 +178,7 @@ func (s *Store) readIndex(space protocol.ID, fn func(l *keyList)) error {
 // of messages in space divided by a block size of 512, not with their
 // number.
 func (s *Store) Summary(space protocol.ID, lo, hi protocol.SyncKey) (count int, sum protocol.Sum, err error) {
-	err = s.readIndex(space, func(l *keyList) { count, sum = l.summary(lo, hi) })
+	err = s.readIndex(space, func(l *keyList) (err error) { count, sum, err = l.summary(lo, hi); return err })
 	if err != nil {
 		return 0, protocol.Sum{}, fmt.Errorf("store: summary %s: %w", space, err)
 	}
@@ -148,7 +192,7 @@ func (s *Store) Keys(space protocol.ID, lo, hi protocol.SyncKey, limit int) ([]p
 		return nil, fmt.Errorf("store: keys %s: limit %d is not positive", space, limit)
 	}
 	var keys []protocol.SyncKey
-	err := s.readIndex(space, func(l *keyList) { keys = l.keys(lo, hi, limit) })
+	err := s.readIndex(space, func(l *keyList) (err error) { keys, err = l.keys(lo, hi, limit); return err })
 	if err != nil {
 		return nil, fmt.Errorf("store: keys %s: %w", space, err)
 	}
@@ -166,7 +210,7 @@ func (s *Store) Split(space protocol.ID, lo, hi protocol.SyncKey, parts int) ([]
 		return nil, fmt.Errorf("store: split %s: parts %d is not positive", space, parts)
 	}
 	var out []protocol.SyncKey
-	err := s.readIndex(space, func(l *keyList) { out = l.split(lo, hi, parts) })
+	err := s.readIndex(space, func(l *keyList) (err error) { out, err = l.split(lo, hi, parts); return err })
 	if err != nil {
 		return nil, fmt.Errorf("store: split %s: %w", space, err)
 	}
@@ -177,7 +221,7 @@ func (s *Store) Split(space protocol.ID, lo, hi protocol.SyncKey, parts int) ([]
 // until swept). After the first call per space it costs O(1).
 func (s *Store) Count(space protocol.ID) (int, error) {
 	var n int
-	err := s.readIndex(space, func(l *keyList) { n = l.n })
+	err := s.readIndex(space, func(l *keyList) error { n = l.n; return nil })
 	if err != nil {
 		return 0, fmt.Errorf("store: count %s: %w", space, err)
 	}

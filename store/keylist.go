@@ -1,6 +1,7 @@
 package store
 
 import (
+	"errors"
 	"slices"
 	"sort"
 
@@ -13,14 +14,44 @@ import (
 // remove O(log #blocks + block size). Appends at the end (the usual case:
 // created_at grows) fill the last block and then start a new one, so a
 // list built in order has full blocks. It is not safe for concurrent use.
+//
+// With a loader, at most maxHot blocks keep their keys in memory (hot);
+// the others (cold) keep only their count, sum and upper bound, ~0.25
+// bytes per key instead of 40, and their keys are read back from the store
+// (the space's time index) when an operation needs them. A million keys
+// held whole took ~60 MB of a daemon's heap; the block summaries of a
+// million take ~250 KB. Blocks are cooled once an operation is done,
+// least recently used first, never the last one (where appends go), so
+// a position found during an operation stays valid until it ends.
+//
+// A block read back holds what the store holds in its range then, which
+// may include a commit whose update has not reached the list yet (or miss
+// a deleted key's): the block's count and sum are taken from what was
+// read, and that update, when it comes, finds the key present (absent)
+// and changes nothing. Updates are idempotent for that reason already
+// (see rangeIndex).
 type keyList struct {
-	blocks []*keyBlock // non-empty, in key order
+	blocks []*keyBlock // in key order; empty only when read back so
 	n      int         // total number of keys
+
+	// load, if not nil, returns the stored keys k with lo <= k <= hi, in
+	// order; without it every block stays hot.
+	load   func(lo, hi protocol.SyncKey) ([]protocol.SyncKey, error)
+	maxHot int    // with load, how many blocks may stay hot between operations
+	hot    int    // blocks whose keys are in memory
+	clock  uint64 // counts uses, for least-recently-used
 }
 
 type keyBlock struct {
-	keys []protocol.SyncKey // sorted, 1..maxBlockKeys
-	sum  protocol.Sum       // of keys' IDs
+	keys []protocol.SyncKey // sorted, up to maxBlockKeys; nil when cold
+	cold bool
+	n    int          // number of keys, hot or cold
+	sum  protocol.Sum // of keys' IDs
+	// hi bounds the block's range: its keys are > the previous block's
+	// hi and <= its own. It is at least its last key (equal but after a
+	// removal of the last key).
+	hi   protocol.SyncKey
+	used uint64 // keyList.clock at its last use
 }
 
 const (
@@ -33,53 +64,111 @@ const (
 	tailKeys = maxBlockKeys / 8
 )
 
-func (b *keyBlock) last() protocol.SyncKey { return b.keys[len(b.keys)-1] }
-
-// search returns the index of the first key in b >= k and whether it is k.
-func (b *keyBlock) search(k protocol.SyncKey) (int, bool) {
-	return slices.BinarySearchFunc(b.keys, k, protocol.SyncKey.Compare)
+// search returns the index of the first key in keys >= k and whether it is k.
+func search(keys []protocol.SyncKey, k protocol.SyncKey) (int, bool) {
+	return slices.BinarySearchFunc(keys, k, protocol.SyncKey.Compare)
 }
 
 // pos is a position in a keyList: key j of block i, or the end
 // (i == len(blocks), j == 0).
 type pos struct{ i, j int }
 
-// blockFor returns the index of the first block whose last key is >= k,
+// blockFor returns the index of the first block whose range reaches k,
 // or len(blocks).
 func (l *keyList) blockFor(k protocol.SyncKey) int {
-	return sort.Search(len(l.blocks), func(i int) bool { return !l.blocks[i].last().Less(k) })
+	return sort.Search(len(l.blocks), func(i int) bool { return !l.blocks[i].hi.Less(k) })
+}
+
+// keysOf returns block i's keys, reading them back if it is cold.
+func (l *keyList) keysOf(i int) ([]protocol.SyncKey, error) {
+	b := l.blocks[i]
+	l.clock++
+	b.used = l.clock
+	if !b.cold {
+		return b.keys, nil
+	}
+	lo := protocol.MinSyncKey
+	if i > 0 {
+		lo = successor(l.blocks[i-1].hi)
+	}
+	keys, err := l.load(lo, b.hi)
+	if err != nil {
+		return nil, err
+	}
+	b.keys, b.cold = slices.Clip(keys), false
+	l.n += len(keys) - b.n
+	b.n, b.sum = len(keys), sumKeys(keys)
+	l.hot++
+	return b.keys, nil
+}
+
+// cool makes the least recently used blocks cold until at most maxHot are
+// hot. Operations call it when they are done.
+func (l *keyList) cool() {
+	if l.load == nil {
+		return
+	}
+	for l.hot > l.maxHot {
+		victim := -1
+		for i, b := range l.blocks[:len(l.blocks)-1] {
+			if !b.cold && (victim < 0 || b.used < l.blocks[victim].used) {
+				victim = i
+			}
+		}
+		if victim < 0 {
+			return
+		}
+		b := l.blocks[victim]
+		b.keys, b.cold = nil, true
+		l.hot--
+	}
 }
 
 // lowerBound returns the position of the first key >= k.
-func (l *keyList) lowerBound(k protocol.SyncKey) pos {
-	i := l.blockFor(k)
-	if i == len(l.blocks) {
-		return pos{i, 0}
+func (l *keyList) lowerBound(k protocol.SyncKey) (pos, error) {
+	for i := l.blockFor(k); i < len(l.blocks); i++ {
+		keys, err := l.keysOf(i)
+		if err != nil {
+			return pos{}, err
+		}
+		if j, _ := search(keys, k); j < len(keys) {
+			return pos{i, j}, nil
+		}
+		// k is above block i's keys (its last was removed, or it was
+		// read back empty): the first key >= k is in a later block.
 	}
-	j, _ := l.blocks[i].search(k)
-	return pos{i, j}
+	return pos{len(l.blocks), 0}, nil
 }
 
 // insert adds k, reporting whether it was absent.
-func (l *keyList) insert(k protocol.SyncKey) bool {
+func (l *keyList) insert(k protocol.SyncKey) (bool, error) {
+	defer l.cool()
 	if len(l.blocks) == 0 {
-		l.blocks = append(l.blocks, newBlock(k))
+		l.blocks = append(l.blocks, l.newBlock([]protocol.SyncKey{k}))
 		l.n++
-		return true
+		return true, nil
 	}
 	i := min(l.blockFor(k), len(l.blocks)-1)
+	keys, err := l.keysOf(i)
+	if err != nil {
+		return false, err
+	}
 	b := l.blocks[i]
-	j, found := b.search(k)
+	j, found := search(keys, k)
 	if found {
-		return false
+		return false, nil
 	}
 	l.n++
-	if j == len(b.keys) && i == len(l.blocks)-1 && len(b.keys) == maxBlockKeys {
-		l.blocks = append(l.blocks, newBlock(k)) // appending: leave b full
-		return true
+	if j == len(b.keys) && i == len(l.blocks)-1 && len(b.keys) >= maxBlockKeys {
+		l.blocks = append(l.blocks, l.newBlock([]protocol.SyncKey{k})) // appending: leave b full
+		return true, nil
 	}
 	b.keys = slices.Insert(b.keys, j, k)
+	b.n++
 	b.sum.Add(k.ID)
+	if b.hi.Less(k) {
+		b.hi = k // the last block, extended
+	}
 	if len(b.keys) > maxBlockKeys {
 		// Split in half, except the last block, which keys arriving a
 		// little out of order (concurrent senders) overflow: it keeps all
@@ -91,93 +180,117 @@ func (l *keyList) insert(k protocol.SyncKey) bool {
 		if i == len(l.blocks)-1 {
 			cut = len(b.keys) - tailKeys
 		}
-		nb := &keyBlock{keys: append(make([]protocol.SyncKey, 0, maxBlockKeys), b.keys[cut:]...)}
-		for _, k := range nb.keys {
-			nb.sum.Add(k.ID)
-		}
+		nb := l.newBlock(append(make([]protocol.SyncKey, 0, maxBlockKeys), b.keys[cut:]...))
+		nb.hi = b.hi
 		b.keys = slices.Clone(b.keys[:cut])
+		b.n, b.hi = len(b.keys), b.keys[len(b.keys)-1]
 		b.sum.SubSum(nb.sum)
 		l.blocks = slices.Insert(l.blocks, i+1, nb)
 	}
-	return true
+	return true, nil
 }
 
-func newBlock(k protocol.SyncKey) *keyBlock {
-	b := &keyBlock{keys: make([]protocol.SyncKey, 1, 64)}
-	b.keys[0] = k
-	b.sum.Add(k.ID)
-	return b
+// newBlock returns a hot block of keys (sorted, at least one).
+func (l *keyList) newBlock(keys []protocol.SyncKey) *keyBlock {
+	if cap(keys) < 64 {
+		keys = append(make([]protocol.SyncKey, 0, 64), keys...)
+	}
+	l.clock++
+	l.hot++
+	return &keyBlock{keys: keys, n: len(keys), sum: sumKeys(keys), hi: keys[len(keys)-1], used: l.clock}
 }
 
 // remove deletes k, reporting whether it was present.
-func (l *keyList) remove(k protocol.SyncKey) bool {
+func (l *keyList) remove(k protocol.SyncKey) (bool, error) {
+	defer l.cool()
 	i := l.blockFor(k)
 	if i == len(l.blocks) {
-		return false
+		return false, nil
+	}
+	keys, err := l.keysOf(i)
+	if err != nil {
+		return false, err
 	}
 	b := l.blocks[i]
-	j, found := b.search(k)
+	j, found := search(keys, k)
 	if !found {
-		return false
+		l.dropIfEmpty(i)
+		return false, nil
 	}
 	l.n--
 	b.keys = slices.Delete(b.keys, j, j+1)
+	b.n--
 	b.sum.Sub(k.ID)
 	switch {
 	case len(b.keys) == 0:
-		l.blocks = slices.Delete(l.blocks, i, i+1)
+		l.dropIfEmpty(i)
 	case len(b.keys) < minBlockKeys:
-		if i+1 < len(l.blocks) && len(b.keys)+len(l.blocks[i+1].keys) <= maxBlockKeys {
+		if i+1 < len(l.blocks) && !l.blocks[i+1].cold && len(b.keys)+len(l.blocks[i+1].keys) <= maxBlockKeys {
 			l.merge(i)
-		} else if i > 0 && len(l.blocks[i-1].keys)+len(b.keys) <= maxBlockKeys {
+		} else if i > 0 && !l.blocks[i-1].cold && len(l.blocks[i-1].keys)+len(b.keys) <= maxBlockKeys {
 			l.merge(i - 1)
 		}
 	}
-	return true
+	return true, nil
 }
 
-// merge joins block i+1 into block i.
+// dropIfEmpty removes block i if it is hot and holds no key; the next
+// block's range takes in its own.
+func (l *keyList) dropIfEmpty(i int) {
+	if b := l.blocks[i]; !b.cold && len(b.keys) == 0 {
+		l.blocks = slices.Delete(l.blocks, i, i+1)
+		l.hot--
+	}
+}
+
+// merge joins block i+1 into block i; both are hot.
 func (l *keyList) merge(i int) {
 	a, b := l.blocks[i], l.blocks[i+1]
 	a.keys = append(a.keys, b.keys...)
+	a.n += b.n
 	a.sum.AddSum(b.sum)
+	a.hi = b.hi
+	a.used = max(a.used, b.used)
 	l.blocks = slices.Delete(l.blocks, i+1, i+2)
+	l.hot--
 }
 
 // span returns the positions of the first key >= lo and the first key
 // >= hi (hi's clamped to lo's), and the number of keys between them.
-func (l *keyList) span(lo, hi protocol.SyncKey) (start, end pos, n int) {
-	start = l.lowerBound(lo)
-	if !lo.Less(hi) {
-		return start, start, 0
+func (l *keyList) span(lo, hi protocol.SyncKey) (start, end pos, n int, err error) {
+	if start, err = l.lowerBound(lo); err != nil || !lo.Less(hi) {
+		return start, start, 0, err
 	}
-	end = l.lowerBound(hi)
+	if end, err = l.lowerBound(hi); err != nil {
+		return start, start, 0, err
+	}
 	if start.i == end.i {
-		return start, end, end.j - start.j
+		return start, end, end.j - start.j, nil
 	}
-	n = len(l.blocks[start.i].keys) - start.j
+	n = l.blocks[start.i].n - start.j
 	for i := start.i + 1; i < end.i; i++ {
-		n += len(l.blocks[i].keys)
+		n += l.blocks[i].n
 	}
-	return start, end, n + end.j
+	return start, end, n + end.j, nil
 }
 
 // summary returns the count and ID sum of the keys in [lo, hi).
-func (l *keyList) summary(lo, hi protocol.SyncKey) (int, protocol.Sum) {
-	start, end, n := l.span(lo, hi)
+func (l *keyList) summary(lo, hi protocol.SyncKey) (int, protocol.Sum, error) {
+	defer l.cool()
+	start, end, n, err := l.span(lo, hi)
 	var sum protocol.Sum
-	if n == 0 {
-		return 0, sum
+	if n == 0 || err != nil {
+		return 0, sum, err
 	}
 	if start.i == end.i {
 		b := l.blocks[start.i]
 		if n <= len(b.keys)-n { // sum the range or its complement, whichever is shorter
-			return n, sumKeys(b.keys[start.j:end.j])
+			return n, sumKeys(b.keys[start.j:end.j]), nil
 		}
 		sum = b.sum
 		sum.SubSum(sumKeys(b.keys[:start.j]))
 		sum.SubSum(sumKeys(b.keys[end.j:]))
-		return n, sum
+		return n, sum, nil
 	}
 	sum = l.blocks[start.i].suffixSum(start.j)
 	for i := start.i + 1; i < end.i; i++ {
@@ -186,10 +299,11 @@ func (l *keyList) summary(lo, hi protocol.SyncKey) (int, protocol.Sum) {
 	if end.i < len(l.blocks) {
 		sum.AddSum(l.blocks[end.i].prefixSum(end.j))
 	}
-	return n, sum
+	return n, sum, nil
 }
 
-// prefixSum returns the sum of b's first j keys, summing the shorter side.
+// prefixSum returns the sum of b's first j keys, summing the shorter
+// side; b is hot.
 func (b *keyBlock) prefixSum(j int) protocol.Sum {
 	if j <= len(b.keys)/2 {
 		return sumKeys(b.keys[:j])
@@ -199,7 +313,7 @@ func (b *keyBlock) prefixSum(j int) protocol.Sum {
 	return s
 }
 
-// suffixSum returns the sum of b's keys from j on.
+// suffixSum returns the sum of b's keys from j on; b is hot.
 func (b *keyBlock) suffixSum(j int) protocol.Sum {
 	s := b.sum
 	s.SubSum(b.prefixSum(j))
@@ -215,63 +329,89 @@ func sumKeys(keys []protocol.SyncKey) protocol.Sum {
 }
 
 // keys returns up to limit keys of [lo, hi) in order.
-func (l *keyList) keys(lo, hi protocol.SyncKey, limit int) []protocol.SyncKey {
+func (l *keyList) keys(lo, hi protocol.SyncKey, limit int) ([]protocol.SyncKey, error) {
+	defer l.cool()
 	var out []protocol.SyncKey
 	if !lo.Less(hi) {
-		return out
+		return out, nil
 	}
-	p := l.lowerBound(lo)
+	p, err := l.lowerBound(lo)
+	if err != nil {
+		return nil, err
+	}
 	for i := p.i; i < len(l.blocks); i++ {
-		start := 0
-		if i == p.i {
-			start = p.j
+		keys, err := l.keysOf(i)
+		if err != nil {
+			return nil, err
 		}
-		for _, k := range l.blocks[i].keys[start:] {
+		if i == p.i {
+			keys = keys[p.j:]
+		}
+		for _, k := range keys {
 			if !k.Less(hi) || len(out) == limit {
-				return out
+				return out, nil
 			}
 			out = append(out, k)
 		}
 	}
-	return out
+	return out, nil
 }
 
 // split returns the boundaries b1 < … < bk (k < parts) cutting [lo, hi)
 // into k+1 non-empty ranges [lo,b1), [b1,b2), …, [bk,hi) whose counts
 // differ by at most one; fewer ranges when the range holds fewer than
 // parts keys, none when it holds at most one. parts must be positive.
-func (l *keyList) split(lo, hi protocol.SyncKey, parts int) []protocol.SyncKey {
-	start, _, n := l.span(lo, hi)
+func (l *keyList) split(lo, hi protocol.SyncKey, parts int) ([]protocol.SyncKey, error) {
+	defer l.cool()
+	start, _, n, err := l.span(lo, hi)
 	k := min(parts, n)
-	if k <= 1 {
-		return nil
+	if k <= 1 || err != nil {
+		return nil, err
 	}
 	out := make([]protocol.SyncKey, 0, k-1)
 	p, at := start, 0 // at: rank of p within the range
 	for r := 1; r < k; r++ {
 		rank := r * n / k // 1 <= rank < n, strictly increasing in r
-		p = l.advance(p, rank-at)
-		at = rank
-		out = append(out, l.blocks[p.i].keys[p.j])
+		key, q, err := l.advance(p, rank-at)
+		if errors.Is(err, errPastEnd) || (err == nil && !key.Less(hi)) {
+			return out, nil // fewer parts: the range lost keys as it was read
+		}
+		if err != nil {
+			return nil, err
+		}
+		p, at = q, rank
+		out = append(out, key)
 	}
-	return out
+	return out, nil
 }
 
 // nth returns the key of rank i (0-based) in the whole list; 0 <= i < n.
-func (l *keyList) nth(i int) protocol.SyncKey {
-	p := l.advance(pos{}, i)
-	return l.blocks[p.i].keys[p.j]
+func (l *keyList) nth(i int) (protocol.SyncKey, error) {
+	defer l.cool()
+	k, _, err := l.advance(pos{}, i)
+	return k, err
 }
 
-// advance returns the position d keys after p, which must exist.
-func (l *keyList) advance(p pos, d int) pos {
-	for d > 0 {
-		left := len(l.blocks[p.i].keys) - p.j
-		if d < left {
-			return pos{p.i, p.j + d}
+// errPastEnd is advance's error when the list has fewer keys than it
+// counted: a block read back held fewer than its count said (a delete
+// committed but not yet applied to the list).
+var errPastEnd = errors.New("store: the key list changed while it was read")
+
+// advance returns the key d keys after p and its position. Blocks it
+// passes over whole are not read back.
+func (l *keyList) advance(p pos, d int) (protocol.SyncKey, pos, error) {
+	for p.i < len(l.blocks) {
+		if d < l.blocks[p.i].n-p.j {
+			keys, err := l.keysOf(p.i)
+			if err != nil {
+				return protocol.SyncKey{}, p, err
+			}
+			if p.j+d < len(keys) {
+				return keys[p.j+d], pos{p.i, p.j + d}, nil
+			}
 		}
-		d -= left
+		d -= max(l.blocks[p.i].n-p.j, 0)
 		p = pos{p.i + 1, 0}
 	}
-	return p
+	return protocol.SyncKey{}, p, errPastEnd
 }

@@ -2,6 +2,8 @@ package store
 
 import (
 	"encoding/binary"
+	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -12,7 +14,9 @@ import (
 
 // TestKeyListModel applies random inserts and removes (mostly appends, as
 // in a live space, then anywhere) to a keyList and a sorted slice, checking
-// every query and the list's invariants against the slice.
+// every query and the list's invariants against the slice: with every
+// block in memory, and with at most a few, the others read back from the
+// slice as the store reads them from its time index.
 func TestKeyListModel(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -28,52 +32,183 @@ func TestKeyListModel(t *testing.T) {
 		{"drain", 3000, 1 << 20, 0, 0.7, 100},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			rng := rand.New(rand.NewPCG(uint64(tc.ops), uint64(tc.times)))
-			var (
-				l     keyList
-				model []protocol.SyncKey
-				last  int64
-			)
-			for op := range tc.ops {
-				switch {
-				case len(model) > 0 && rng.Float64() < tc.removeP:
-					k := model[rng.IntN(len(model))]
-					if rng.IntN(10) == 0 {
-						k = randKey(rng, tc.times) // usually absent
+		for _, maxHot := range []int{0, 2} { // 0: no loader
+			t.Run(fmt.Sprintf("%s/hot=%d", tc.name, maxHot), func(t *testing.T) {
+				rng := rand.New(rand.NewPCG(uint64(tc.ops), uint64(tc.times)))
+				var (
+					l     keyList
+					model []protocol.SyncKey
+					last  int64
+					loads int
+					most  int // blocks
+				)
+				if maxHot > 0 {
+					l.load = func(lo, hi protocol.SyncKey) ([]protocol.SyncKey, error) {
+						loads++
+						return modelRange(model, lo, hi), nil
 					}
-					i, found := slices.BinarySearchFunc(model, k, protocol.SyncKey.Compare)
-					if found {
-						model = slices.Delete(model, i, i+1)
+					l.maxHot = maxHot
+				}
+				ops := tc.ops
+				if maxHot > 0 {
+					ops /= 2 // each check reads blocks back: slower
+				}
+				for op := range ops {
+					switch {
+					case len(model) > 0 && rng.Float64() < tc.removeP:
+						k := model[rng.IntN(len(model))]
+						if rng.IntN(10) == 0 {
+							k = randKey(rng, tc.times) // usually absent
+						}
+						i, found := slices.BinarySearchFunc(model, k, protocol.SyncKey.Compare)
+						if got, err := l.remove(k); got != found || err != nil {
+							t.Fatalf("op %d: remove(%v) = %v, %v; want %v", op, k, got, err, found)
+						}
+						if found {
+							model = slices.Delete(model, i, i+1)
+						}
+					default:
+						k := randKey(rng, tc.times)
+						if rng.Float64() < tc.appendP {
+							last += 1 + rng.Int64N(3)
+							k.Time = last
+						}
+						if len(model) > 0 && rng.IntN(20) == 0 {
+							k = model[rng.IntN(len(model))] // a duplicate
+						}
+						i, found := slices.BinarySearchFunc(model, k, protocol.SyncKey.Compare)
+						if got, err := l.insert(k); got == found || err != nil {
+							t.Fatalf("op %d: insert(%v) = %v, %v; want %v", op, k, got, err, !found)
+						}
+						if !found {
+							model = slices.Insert(model, i, k)
+						}
 					}
-					if got := l.remove(k); got != found {
-						t.Fatalf("op %d: remove(%v) = %v, want %v", op, k, got, found)
-					}
-				default:
-					k := randKey(rng, tc.times)
-					if rng.Float64() < tc.appendP {
-						last += 1 + rng.Int64N(3)
-						k.Time = last
-					}
-					if len(model) > 0 && rng.IntN(20) == 0 {
-						k = model[rng.IntN(len(model))] // a duplicate
-					}
-					i, found := slices.BinarySearchFunc(model, k, protocol.SyncKey.Compare)
-					if !found {
-						model = slices.Insert(model, i, k)
-					}
-					if got := l.insert(k); got == found {
-						t.Fatalf("op %d: insert(%v) = %v, want %v", op, k, got, !found)
+					checkInvariants(t, &l, model)
+					most = max(most, len(l.blocks))
+					if op%tc.queryGap == 0 {
+						checkQueries(t, rng, &l, model, tc.times)
 					}
 				}
-				checkInvariants(t, &l, model)
-				if op%tc.queryGap == 0 {
-					checkQueries(t, rng, &l, model, tc.times)
+				checkQueries(t, rng, &l, model, tc.times)
+				if maxHot > 0 && most > maxHot+1 && loads == 0 {
+					t.Errorf("no block was read back")
 				}
-			}
-			checkQueries(t, rng, &l, model, tc.times)
-		})
+			})
+		}
 	}
+}
+
+// modelRange returns the keys k of model with lo <= k <= hi.
+func modelRange(model []protocol.SyncKey, lo, hi protocol.SyncKey) []protocol.SyncKey {
+	i, _ := slices.BinarySearchFunc(model, lo, protocol.SyncKey.Compare)
+	j := i
+	for j < len(model) && !hi.Less(model[j]) {
+		j++
+	}
+	return slices.Clone(model[i:j])
+}
+
+// A block read back may hold a key committed but not yet applied to the
+// list, or miss one deleted but not yet applied: its count and sum follow
+// what was read, and the update, when it comes, changes nothing. Queries
+// in between see the store's keys.
+func TestKeyListReadBackAheadOfUpdates(t *testing.T) {
+	var (
+		l     keyList
+		store []protocol.SyncKey // what the store holds
+	)
+	l.load = func(lo, hi protocol.SyncKey) ([]protocol.SyncKey, error) { return modelRange(store, lo, hi), nil }
+	l.maxHot = 1
+	rng := rand.New(rand.NewPCG(7, 8))
+	for i := range 4 * maxBlockKeys {
+		k := protocol.SyncKey{Time: int64(10 * i)}
+		binary.LittleEndian.PutUint64(k.ID[:], rng.Uint64())
+		store = append(store, k)
+		if _, err := l.insert(k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkInvariants(t, &l, store)
+	if !l.blocks[0].cold {
+		t.Fatal("the first block is still hot")
+	}
+	// Committed: one key added to the first block's range, one removed
+	// from it; neither applied to the list yet.
+	added := protocol.SyncKey{Time: 15}
+	removed := store[3]
+	store = slices.Insert(store, 2, added)
+	store = slices.Delete(store, 4, 5)
+	n, sum, err := l.summary(protocol.MinSyncKey, protocol.SyncKey{Time: 100})
+	want := modelRange(store, protocol.MinSyncKey, protocol.SyncKey{Time: 99})
+	if err != nil || n != len(want) || sum != sumKeys(want) {
+		t.Fatalf("summary = %d, %v, %v; want %d", n, sum, err, len(want))
+	}
+	// The updates arrive: both find the block as read back.
+	if got, err := l.insert(added); got || err != nil {
+		t.Fatalf("insert of a key read back = %v, %v; want false", got, err)
+	}
+	if got, err := l.remove(removed); got || err != nil {
+		t.Fatalf("remove of a key already gone = %v, %v; want false", got, err)
+	}
+	checkInvariants(t, &l, store)
+	checkQueries(t, rng, &l, store, 1<<16)
+}
+
+// A load that fails is returned by the operation and leaves the list as
+// it was; the store drops such an index (see updateIndex).
+func TestKeyListLoadError(t *testing.T) {
+	var l keyList
+	var model []protocol.SyncKey
+	fail := errors.New("disk on fire")
+	failing := false
+	l.load = func(lo, hi protocol.SyncKey) ([]protocol.SyncKey, error) {
+		if failing {
+			return nil, fail
+		}
+		return modelRange(model, lo, hi), nil
+	}
+	l.maxHot = 1
+	for i := range 3 * maxBlockKeys {
+		k := protocol.SyncKey{Time: int64(i)}
+		if _, err := l.insert(k); err != nil {
+			t.Fatal(err)
+		}
+		model = append(model, k)
+	}
+	failing = true
+	if _, _, err := l.summary(protocol.SyncKey{Time: 1}, protocol.SyncKey{Time: 2}); !errors.Is(err, fail) {
+		t.Fatalf("summary over a cold block: %v, want %v", err, fail)
+	}
+	if _, err := l.insert(protocol.SyncKey{Time: 3, ID: protocol.ID{1}}); !errors.Is(err, fail) {
+		t.Fatalf("insert into a cold block: %v, want %v", err, fail)
+	}
+	failing = false
+	checkInvariants(t, &l, model)
+}
+
+// Built in order, a list of many keys keeps at most maxHot blocks' keys in
+// memory.
+func TestKeyListColdMemory(t *testing.T) {
+	var l keyList
+	var model []protocol.SyncKey
+	l.load = func(lo, hi protocol.SyncKey) ([]protocol.SyncKey, error) { return modelRange(model, lo, hi), nil }
+	l.maxHot = 4
+	for i := range 100 * maxBlockKeys {
+		k := protocol.SyncKey{Time: int64(i)}
+		model = append(model, k)
+		if _, err := l.insert(k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held := 0
+	for _, b := range l.blocks {
+		held += cap(b.keys)
+	}
+	if held > 5*maxBlockKeys { // 4 blocks, each with a little room to spare
+		t.Fatalf("%d keys' room held in memory for a list of %d, want at most %d", held, l.n, 5*maxBlockKeys)
+	}
+	checkInvariants(t, &l, model)
 }
 
 func randKey(rng *rand.Rand, times int64) protocol.SyncKey {
@@ -90,18 +225,39 @@ func checkInvariants(t *testing.T, l *keyList, model []protocol.SyncKey) {
 	if l.n != len(model) {
 		t.Fatalf("n = %d, want %d", l.n, len(model))
 	}
-	var all []protocol.SyncKey
+	hot, at := 0, 0
 	for i, b := range l.blocks {
-		if len(b.keys) == 0 || len(b.keys) > maxBlockKeys {
-			t.Fatalf("block %d holds %d keys", i, len(b.keys))
+		lo := protocol.MinSyncKey
+		if i > 0 {
+			lo = successor(l.blocks[i-1].hi)
 		}
-		if b.sum != sumKeys(b.keys) {
+		in := modelRange(model, lo, b.hi)
+		if i == len(l.blocks)-1 {
+			in = model[at:]
+		}
+		at += len(in)
+		if b.n != len(in) || b.n == 0 || b.n > maxBlockKeys {
+			t.Fatalf("block %d counts %d keys, its range holds %d", i, b.n, len(in))
+		}
+		if b.sum != sumKeys(in) {
 			t.Fatalf("block %d: sum out of date", i)
 		}
-		all = append(all, b.keys...)
+		if b.cold {
+			if b.keys != nil {
+				t.Fatalf("block %d is cold and holds keys", i)
+			}
+			continue
+		}
+		hot++
+		if !slices.Equal(b.keys, in) {
+			t.Fatalf("block %d holds %d keys, differing from the %d of its range", i, len(b.keys), len(in))
+		}
 	}
-	if !slices.Equal(all, model) {
-		t.Fatalf("list holds %d keys, differing from the model's %d", len(all), len(model))
+	if at != len(model) {
+		t.Fatalf("the blocks' ranges hold %d keys, want %d", at, len(model))
+	}
+	if hot != l.hot || (l.load != nil && hot > max(l.maxHot, 1)) {
+		t.Fatalf("%d blocks hot, counted %d, at most %d", hot, l.hot, l.maxHot)
 	}
 }
 
@@ -126,24 +282,31 @@ func checkQueries(t *testing.T, rng *rand.Rand, l *keyList, model []protocol.Syn
 					want.Add(k.ID)
 				}
 			}
-			n, sum := l.summary(lo, hi)
-			if n != len(in) || sum != want {
+			n, sum, err := l.summary(lo, hi)
+			if n != len(in) || sum != want || err != nil {
 				t.Fatalf("summary(%v, %v) = %d, %v; want %d, %v", lo, hi, n, sum, len(in), want)
 			}
 			for _, limit := range []int{1, 7, len(in) + 1} {
-				got := l.keys(lo, hi, limit)
+				got, err := l.keys(lo, hi, limit)
+				if err != nil {
+					t.Fatal(err)
+				}
 				if w := in[:min(limit, len(in))]; !slices.Equal(got, w) {
 					t.Fatalf("keys(%v, %v, %d) = %d keys, want %d", lo, hi, limit, len(got), len(w))
 				}
 			}
 			for _, parts := range []int{1, 2, 3, 16, len(in) + 2} {
-				checkSplit(t, l.split(lo, hi, parts), in, lo, hi, parts)
+				bounds, err := l.split(lo, hi, parts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				checkSplit(t, bounds, in, lo, hi, parts)
 			}
 		}
 	}
 	if len(model) > 0 {
 		i := rng.IntN(len(model))
-		if got := l.nth(i); got != model[i] {
+		if got, err := l.nth(i); got != model[i] || err != nil {
 			t.Fatalf("nth(%d) = %v, want %v", i, got, model[i])
 		}
 	}
@@ -211,7 +374,9 @@ func TestKeyListJitteredFillIsCompact(t *testing.T) {
 	for i := range n {
 		var id protocol.ID
 		binary.BigEndian.PutUint64(id[:], rng.Uint64())
-		l.insert(protocol.SyncKey{Time: int64(i/16) + rng.Int64N(8), ID: id})
+		if _, err := l.insert(protocol.SyncKey{Time: int64(i/16) + rng.Int64N(8), ID: id}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if l.n != n {
 		t.Fatalf("n = %d, want %d", l.n, n)

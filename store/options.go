@@ -45,7 +45,17 @@ type Options struct {
 	// DefaultSyncInterval. Durable writes do not wait for it (see
 	// syncer.go).
 	SyncInterval time.Duration
+	// IndexBlocks bounds how many blocks (512 sync keys each, ~20 KB) of
+	// a space's range index stay in memory; the others keep only their
+	// count and sum and are read back from the store when a sync needs
+	// their keys. 0 means DefaultIndexBlocks.
+	IndexBlocks int
 }
+
+// DefaultIndexBlocks is the bound used when Options.IndexBlocks is 0:
+// ~5 MB of a space's keys, all of them in a space of up to ~130,000
+// messages.
+const DefaultIndexBlocks = 256
 
 // DefaultSweepInterval is the sweep period used when Options.SweepInterval is 0.
 const DefaultSweepInterval = 30 * time.Second

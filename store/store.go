@@ -21,6 +21,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -75,6 +76,9 @@ type Store struct {
 	// indexMu guards indexes: each space's range index, built on first use.
 	indexMu sync.Mutex
 	indexes map[protocol.ID]*rangeIndex
+	// maxHotBlocks bounds how many blocks of a space's range index keep
+	// their keys in memory (see keyList).
+	maxHotBlocks int
 
 	spaces spaceCache // joined spaces' records (see Space)
 
@@ -115,17 +119,18 @@ func Open(opts Options) (*Store, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Store{
-		db:        db,
-		logger:    logger,
-		seqs:      make(map[protocol.ID]uint64),
-		heads:     make(map[protocol.ID]map[protocol.ID]struct{}),
-		indexes:   make(map[protocol.ID]*rangeIndex),
-		now:       opts.Now,
-		retention: opts.Retention,
-		exempt:    make(map[protocol.ID]bool),
-		changes:   make(map[protocol.ID]chan struct{}),
-		usage:     newUsageBook(),
-		cancel:    cancel,
+		db:           db,
+		logger:       logger,
+		seqs:         make(map[protocol.ID]uint64),
+		heads:        make(map[protocol.ID]map[protocol.ID]struct{}),
+		indexes:      make(map[protocol.ID]*rangeIndex),
+		maxHotBlocks: cmp.Or(opts.IndexBlocks, DefaultIndexBlocks),
+		now:          opts.Now,
+		retention:    opts.Retention,
+		exempt:       make(map[protocol.ID]bool),
+		changes:      make(map[protocol.ID]chan struct{}),
+		usage:        newUsageBook(),
+		cancel:       cancel,
 	}
 	if s.now == nil {
 		s.now = time.Now

@@ -58,6 +58,15 @@ func TestDisk(t *testing.T) {
 	})
 }
 
+// TestDiskColdIndex runs the range index's tests with one block of each
+// space's index in memory: the others are read back from Badger.
+func TestDiskColdIndex(t *testing.T) {
+	storetest.RunRangeIndex(t, func(t testing.TB, opts store.Options) *store.Store {
+		opts.IndexBlocks = 1
+		return openDiskWith(t, t.TempDir(), opts)
+	})
+}
+
 func TestMemory(t *testing.T) {
 	storetest.Run(t, openMemory)
 }

@@ -312,13 +312,18 @@ func (s *Store) Floor(space protocol.ID) (protocol.SyncKey, error) {
 		if err != nil {
 			return protocol.SyncKey{}, fmt.Errorf("store: floor %s: %w", space, err)
 		}
-		ix.mu.RLock()
+		ix.mu.Lock()
 		if n := ix.list.n; n >= r.MaxCount {
-			if k := ix.list.nth(n - r.MaxCount); floor.Less(k) {
+			k, err := ix.list.nth(n - r.MaxCount)
+			if err != nil && !errors.Is(err, errPastEnd) { // past the end: no floor by count this time
+				ix.mu.Unlock()
+				return protocol.SyncKey{}, fmt.Errorf("store: floor %s: %w", space, err)
+			}
+			if err == nil && floor.Less(k) {
 				floor = k
 			}
 		}
-		ix.mu.RUnlock()
+		ix.mu.Unlock()
 	}
 	return floor, nil
 }

@@ -5,17 +5,31 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/metrics"
 	"runtime/pprof"
+	"sync"
+	"time"
 )
 
 // daemonProfile profiles a daemon for `weft daemon --profile DIR`: a CPU
 // profile of its whole run and a heap profile taken as it shuts down
-// (before the node closes, so it shows what the running node held). The
-// bench passes it to its daemons with `weft bench --profile DIR`.
+// (before the node closes, so it shows what the running node held), and
+// heap-peak.pprof, rewritten whenever the live heap passes its largest size
+// so far by a step (what the daemon held at its peak, which is what bounds
+// its RSS). The bench passes it to its daemons with `weft bench --profile DIR`.
 type daemonProfile struct {
-	dir string
-	cpu *os.File
+	dir  string
+	cpu  *os.File
+	done chan struct{}
+	wg   sync.WaitGroup
 }
+
+// peakStep is how far the live heap must grow past the last peak profile's
+// before another is written, and peakEvery how often it is looked at.
+const (
+	peakStep  = 4 << 20
+	peakEvery = 500 * time.Millisecond
+)
 
 // startProfile starts the CPU profile in dir (made if missing); an empty
 // dir profiles nothing.
@@ -34,7 +48,33 @@ func startProfile(dir string) (*daemonProfile, error) {
 		_ = f.Close()
 		return nil, fmt.Errorf("--profile: %w", err)
 	}
-	return &daemonProfile{dir: dir, cpu: f}, nil
+	p := &daemonProfile{dir: dir, cpu: f, done: make(chan struct{})}
+	p.wg.Go(p.watchPeak)
+	return p, nil
+}
+
+// watchPeak writes heap-peak.pprof each time the heap's live objects (as
+// of the last GC) pass the last peak by peakStep, until stop.
+func (p *daemonProfile) watchPeak() {
+	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	var peak uint64
+	t := time.NewTicker(peakEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.done:
+			return
+		case <-t.C:
+		}
+		metrics.Read(sample)
+		if sample[0].Value.Kind() != metrics.KindUint64 {
+			return
+		}
+		if live := sample[0].Value.Uint64(); live >= peak+peakStep {
+			peak = live
+			_ = p.write("heap-peak.pprof", false)
+		}
+	}
 }
 
 // heap writes the heap profile (after a GC, so in-use figures are live).
@@ -42,11 +82,19 @@ func (p *daemonProfile) heap() error {
 	if p == nil {
 		return nil
 	}
-	f, err := os.Create(filepath.Join(p.dir, "heap.pprof"))
+	return p.write("heap.pprof", true)
+}
+
+// write writes a heap profile to name in the profile's directory, after a
+// GC if gc (a profile without one shows what was live at the last GC).
+func (p *daemonProfile) write(name string, gc bool) error {
+	f, err := os.Create(filepath.Join(p.dir, name))
 	if err != nil {
 		return err
 	}
-	runtime.GC()
+	if gc {
+		runtime.GC()
+	}
 	if err := pprof.WriteHeapProfile(f); err != nil {
 		_ = f.Close()
 		return err
@@ -59,6 +107,8 @@ func (p *daemonProfile) stop() error {
 	if p == nil {
 		return nil
 	}
+	close(p.done)
+	p.wg.Wait()
 	pprof.StopCPUProfile()
 	return p.cpu.Close()
 }

@@ -22,6 +22,25 @@ import (
 // be closed when t ends (closing twice must be harmless).
 type Opener func(t testing.TB, opts store.Options) *store.Store
 
+// RunRangeIndex runs the tests of the range index (Summary, Keys, Split,
+// Count and what changes them), for a store opened with a small
+// Options.IndexBlocks.
+func RunRangeIndex(t *testing.T, open Opener) {
+	for _, tc := range []struct {
+		name string
+		fn   func(t *testing.T, open Opener)
+	}{
+		{"RangeModel", testRangeModel},
+		{"RangeIndexRace", testRangeIndexRace},
+		{"SyncKeyBounds", testSyncKeyBounds},
+		{"DeleteCleansIndexes", testDeleteCleansIndexes},
+		{"RetentionCount", testRetentionCount},
+		{"SweepBacklog", testSweepBacklog},
+	} {
+		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open) })
+	}
+}
+
 // Run runs the suite.
 func Run(t *testing.T, open Opener) {
 	tests := []struct {
