@@ -839,6 +839,13 @@ func (n *Node) presentedJoin(ctx context.Context, from peer.ID, wire []byte) err
 	if _, _, err := n.ingestPrivate(ctx, s, m, "admit"); err != nil {
 		return err
 	}
+	if s.has(m.ID) && !s.current.Load().IsMember(from) {
+		// Valid in its causal past, and stored as such, but it changes
+		// nothing: the issuer lost its role to a change ordered before
+		// the join (a removal of the same depth goes first). Tell the
+		// joiner, which would otherwise take itself for a member.
+		return errorf(api.CodeNotMember, "the join does nothing in this node's state: the invite's issuer %s may no longer invite", inv.IssuerID())
+	}
 	if err := n.mesh.Publish(ctx, m); err != nil {
 		n.log.Debug("publish presented join", "id", m.ID, "err", err)
 	}

@@ -210,3 +210,52 @@ func TestPrivateMCP(t *testing.T) {
 	mcpOK(t, mb, "send", map[string]any{"space": "vault", "content": map[string]any{"text": "sealed lgtm"}}, nil)
 	a.waitFor("b's sealed message on a", func() bool { return has(texts(a.readJSON("vault")), "sealed lgtm") })
 }
+
+// TestJoinPastRemovedIssuer: an invite is presented to its issuer first;
+// an issuer removed since it issued the invite refuses every join (it
+// serves no one), and the joiner presents the invite to the next member
+// it names, which takes it (before, the issuer's refusal was the answer).
+// A join the removal makes void (ordered after it: the invite was issued
+// at the removal's depth) is refused by every member, with nothing stored
+// by the joiner (before, it said it had joined).
+func TestJoinPastRemovedIssuer(t *testing.T) {
+	a, x, b, c := newCLI(t), newCLI(t), newCLI(t), newCLI(t)
+	for _, n := range []cli{a, x, b, c} {
+		startDaemon(t, n, "--listen", "/ip4/127.0.0.1/tcp/0")
+	}
+	aID, _ := a.id()
+	xID, _ := x.id()
+	bID, _ := b.id()
+	cID, _ := c.id()
+	a.OK("create", "audit")
+	x.OK("join", "--invite", strings.TrimSpace(a.OK("invite", "audit", xID, "--role", "admin")))
+	x.waitConnected(aID)
+	tokB := strings.TrimSpace(x.OK("invite", "audit", bID)) // names x first, then a
+	a.OK("send", "audit", "--text", "between")
+	x.waitFor("x reads between", func() bool { return has(texts(x.readJSON("audit")), "between") })
+	tokC := strings.TrimSpace(x.OK("invite", "audit", cID)) // its join is as deep as the removal
+	a.OK("remove", "audit", xID)
+	x.waitFor("x learns its removal", func() bool { _, ok := x.membersOf("audit")[xID]; return !ok })
+
+	if _, stderr, code := b.Run("join", "--invite", tokB); code != 0 {
+		t.Fatalf("join past the removed issuer: exit %d: %s", code, stderr)
+	}
+	if role := b.membersOf("audit")[bID]; role != "member" {
+		t.Fatalf("b's own view after joining: role %q", role)
+	}
+	a.waitFor("a lists b", func() bool { return a.membersOf("audit")[bID] == "member" })
+	b.OK("send", "audit", "--text", "joined through a")
+	a.waitFor("a reads b", func() bool { return has(texts(a.readJSON("audit")), "joined through a") })
+
+	_, stderr, code := c.Run("join", "--invite", tokC)
+	if code == 0 || !strings.Contains(stderr, "join refused") {
+		t.Fatalf("void join: exit %d, stderr %q; want a refusal", code, stderr)
+	}
+	var sps api.Spaces
+	if err := json.Unmarshal([]byte(c.OK("spaces", "--json")), &sps); err != nil || len(sps.Spaces) != 0 {
+		t.Fatalf("c's spaces after a refused join: %+v %v", sps, err)
+	}
+	if _, ok := a.membersOf("audit")[cID]; ok {
+		t.Fatal("a lists c")
+	}
+}
