@@ -107,17 +107,17 @@ func TestReceiveValidatesWhileStoring(t *testing.T) {
 	// Valid: stored in order, one batch at a time.
 	g = newBatchGate()
 	s = newSession(testSpace, protocol.MinSyncKey, g.memStore, g, &cfg)
-	s.inflight = s.startReceive(t.Context(), wiresOf(msgs[:3]), nil)
+	first := s.startReceive(t.Context(), wiresOf(msgs[:3]), nil)
 	<-g.entered
-	second := s.startReceive(t.Context(), wiresOf(msgs[3:]), s.inflight)
+	second := s.startReceive(t.Context(), wiresOf(msgs[3:]), first)
 	// The second must not reach the sink while the first is held: give it
 	// the chance for a moment.
 	time.Sleep(100 * time.Millisecond)
 	close(g.release)
-	if err := s.apply(s.inflight); err != nil {
+	if err := s.apply(first); err != nil {
 		t.Fatal(err)
 	}
-	s.inflight = second
+	s.inflight = []*delivery{second}
 	if err := s.settle(); err != nil {
 		t.Fatal(err)
 	}
@@ -152,5 +152,57 @@ func TestReceiveAfterFailedStore(t *testing.T) {
 	defer g.mu.Unlock()
 	if len(g.batches) != 1 || len(g.memStore.ids(testSpace)) != 0 {
 		t.Fatalf("%d batches, %d stored", len(g.batches), len(g.memStore.ids(testSpace)))
+	}
+}
+
+// TestProcessAnswersAheadOfStoring: the answer to an exchange does not
+// wait for the one before it to be stored (pipelineDepth exchanges are
+// validated and stored while the peer reads the next messages asked for);
+// they are stored in order all the same, and the end of the session
+// (settle) waits for every one.
+func TestProcessAnswersAheadOfStoring(t *testing.T) {
+	t.Parallel()
+	cfg := defaults()
+	msgs := newAuthor(t).chain(t, 9, 0)
+	g := newBatchGate()
+	s := newSession(testSpace, protocol.MinSyncKey, g.memStore, g, &cfg)
+	for _, m := range msgs {
+		if err := s.want(m.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.toWant = nil // asked for already
+	if _, err := s.process(t.Context(), &exchange{msgs: wiresOf(msgs[:3])}); err != nil {
+		t.Fatal(err)
+	}
+	<-g.entered // the first exchange is held in the sink
+	answered := make(chan error, 1)
+	go func() {
+		_, err := s.process(t.Context(), &exchange{msgs: wiresOf(msgs[3:6])})
+		answered <- err
+	}()
+	select {
+	case err := <-answered:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		close(g.release)
+		t.Fatal("the answer waited for the exchange before the last to be stored")
+	}
+	if n := len(s.inflight); n != 2 {
+		t.Fatalf("%d exchanges in flight, want 2", n)
+	}
+	close(g.release)
+	if err := s.settle(); err != nil {
+		t.Fatal(err)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.overlap || len(g.batches) != 2 || g.batches[0][0] != msgs[0].ID || g.batches[1][0] != msgs[3].ID {
+		t.Fatalf("batches %v overlapping %v", g.batches, g.overlap)
+	}
+	if s.stats.Received != 6 || len(s.wanted) != 3 {
+		t.Fatalf("received %d of 6, %d still wanted (want 3)", s.stats.Received, len(s.wanted))
 	}
 }

@@ -47,6 +47,14 @@ const (
 	// with up to this many of our IDs at once (at most 128 KiB) rather
 	// than split again.
 	idListBulk = 4096
+	// pipelineDepth is how many of the peer's exchanges may be validated
+	// and stored while this side answers the last one. With 1, each
+	// answer waited for the exchange before the last to be stored, so the
+	// peer read the next messages only while the last ones were stored:
+	// a joiner's store sat idle whenever that read took longer than the
+	// store. With 2 the peer reads one exchange further ahead (a joiner
+	// holds one more exchange of messages, up to sendMessageBytes).
+	pipelineDepth = 2
 	// deliverWorkers is how many messages are handed at once to a Sink
 	// that takes them one by one (not a BatchSink), so that durable
 	// stores can share fsyncs.
@@ -74,9 +82,10 @@ type session struct {
 	sent    int64                    // message bytes sent to the peer in this session
 	left    *atomic.Int64            // told len(wanted) (see report); nil: nobody
 
-	// inflight is the peer's last exchange's messages being validated and
-	// stored while the session answers it (see process); nil when none.
-	inflight *delivery
+	// inflight are the peer's last exchanges' messages being validated
+	// and stored while the session answers (see process), oldest first;
+	// at most pipelineDepth.
+	inflight []*delivery
 	// got holds the messages this session stored (up to maxGot), so that
 	// asking for their children's parents needs no store lookup.
 	got map[protocol.ID]struct{}
@@ -180,18 +189,26 @@ func (s *session) opening() (*exchange, error) {
 // The messages of in are validated and stored in the background while
 // the rest of in is answered (pipelining: the peer reads and sends the
 // next messages asked for while this side verifies and stores the last
-// ones); the next process, or the end of the session (settle), waits for
+// ones); a later process, or the end of the session (settle), waits for
 // them. The parents they name and lack are asked for once they are
 // stored, so an answer that would otherwise be empty waits for them.
 //
-// The messages of in are validated while the last exchange's are still
+// The messages of in are validated while the last exchanges' are still
 // being stored (they are stored after them, so parents still come first);
-// process answers once those are stored.
+// process answers once all but the last pipelineDepth exchanges (in
+// included) are stored, or all of them when in brought no messages.
 func (s *session) process(ctx context.Context, in *exchange) (*exchange, error) {
-	prev := s.inflight
-	s.inflight = s.startReceive(ctx, in.msgs, prev)
-	if err := s.apply(prev); err != nil {
-		return nil, err
+	if d := s.startReceive(ctx, in.msgs, s.last()); d != nil {
+		s.inflight = append(s.inflight, d)
+	}
+	for len(s.inflight) > pipelineDepth || len(s.inflight) > 0 && len(in.msgs) == 0 {
+		// The oldest is applied: beyond the depth, or when the peer sent
+		// no messages (the pipeline drains as the session ends).
+		d := s.inflight[0]
+		s.inflight = s.inflight[1:]
+		if err := s.apply(d); err != nil {
+			return nil, err
+		}
 	}
 	for _, id := range in.missing {
 		delete(s.wanted, id)
@@ -226,8 +243,13 @@ func (s *session) process(ctx context.Context, in *exchange) (*exchange, error) 
 		lower = r.upper
 	}
 	onlySkips := len(out.ranges) == 0 || len(out.ranges) == 1 && out.ranges[0].mode == modeSkip
-	owed := len(s.wanted) - len(in.msgs) // asked for, not in this exchange (roughly: in.msgs are still in wanted)
-	if s.inflight != nil && onlySkips && len(s.toWant) == 0 && len(s.toSend) == 0 && len(s.missing) == 0 && owed <= 0 {
+	// Asked for and not in an exchange in flight (roughly: their messages
+	// are still in wanted).
+	owed := len(s.wanted)
+	for _, d := range s.inflight {
+		owed -= d.count
+	}
+	if len(s.inflight) > 0 && onlySkips && len(s.toWant) == 0 && len(s.toSend) == 0 && len(s.missing) == 0 && owed <= 0 {
 		// Nothing else to say, and the peer owes us nothing more (if it
 		// did, our empty answer would get more messages or missing IDs,
 		// not the end): what these messages lack may be worth asking.
@@ -449,6 +471,7 @@ type delivery struct {
 	// once applied); done is closed once these are stored (or refused).
 	prev     *delivery
 	done     chan struct{}
+	count    int           // messages in the exchange
 	received []protocol.ID // valid messages of the space (no longer wanted)
 	// kept are the IDs of the messages stored (not declined), parents the
 	// parents they name: only these, not the messages, are kept until the
@@ -472,7 +495,7 @@ func (s *session) startReceive(ctx context.Context, wires [][]byte, prev *delive
 	if len(wires) == 0 {
 		return nil
 	}
-	d := &delivery{done: make(chan struct{}), prev: prev}
+	d := &delivery{done: make(chan struct{}), prev: prev, count: len(wires)}
 	go func() {
 		defer close(d.done)
 		d.err = s.receive(ctx, d, wires)
@@ -480,12 +503,36 @@ func (s *session) startReceive(ctx context.Context, wires [][]byte, prev *delive
 	return d
 }
 
+// last is the newest delivery in flight, nil when none.
+func (s *session) last() *delivery {
+	if len(s.inflight) == 0 {
+		return nil
+	}
+	return s.inflight[len(s.inflight)-1]
+}
+
 // settle waits for the messages in flight, counts them and asks for the
 // parents they name that we lack.
 func (s *session) settle() error {
-	d := s.inflight
+	for len(s.inflight) > 0 {
+		d := s.inflight[0]
+		s.inflight = s.inflight[1:]
+		if err := s.apply(d); err != nil {
+			s.drain()
+			return err
+		}
+	}
 	s.inflight = nil
-	return s.apply(d)
+	return nil
+}
+
+// drain waits for the deliveries still in flight after one failed (they
+// fail too, see receive) and drops them.
+func (s *session) drain() {
+	for _, d := range s.inflight {
+		<-d.done
+	}
+	s.inflight = nil
 }
 
 // apply waits for d (if not nil) and applies its outcome to the session,
