@@ -14,7 +14,7 @@ const coalesceMax = 256 << 10
 
 // coalesceKeep is the largest buffer a coalescing connection keeps for
 // its next batch; a larger one (after a burst) is left to the GC.
-const coalesceKeep = 64 << 10
+const coalesceKeep = 16 << 10
 
 // coalescingMuxer is the stream multiplexer (yamux) with its connection's
 // writes coalesced (see coalescingConn). What goes on the wire is the

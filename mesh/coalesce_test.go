@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"math/rand/v2"
@@ -9,6 +10,14 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/muxer/yamux"
+	"github.com/libp2p/go-libp2p/p2p/security/noise"
+	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
 )
 
 // gatedConn is a net.Conn whose writes are recorded and, while gate is
@@ -233,5 +242,86 @@ func TestCoalescingConnTCP(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("bytes did not arrive")
+	}
+}
+
+// A host whose yamux writes are coalesced and one with libp2p's stock
+// yamux (an older weft node) talk over several streams at once: the bytes
+// on the wire are the same stream.
+func TestCoalescingMuxerInterop(t *testing.T) {
+	newHost := func(coalesce bool) host.Host {
+		t.Helper()
+		opts := []libp2p.Option{
+			libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"),
+			libp2p.Transport(tcp.NewTCPTransport),
+			libp2p.Security(noise.ID, noise.New),
+			libp2p.DisableRelay(),
+			libp2p.DisableMetrics(),
+		}
+		if coalesce {
+			opts = append(opts, libp2p.Muxer(yamux.ID, coalescingMuxer{yamux.DefaultTransport}))
+		} else {
+			opts = append(opts, libp2p.Muxer(yamux.ID, yamux.DefaultTransport))
+		}
+		h, err := libp2p.New(opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { h.Close() })
+		return h
+	}
+	const proto = "/weft-test/echo/1"
+	for _, dir := range []struct {
+		name              string
+		dialer, dialerNot bool
+	}{{"coalescing dials stock", true, false}, {"stock dials coalescing", false, true}} {
+		t.Run(dir.name, func(t *testing.T) {
+			a, b := newHost(dir.dialer), newHost(dir.dialerNot)
+			b.SetStreamHandler(proto, func(s network.Stream) {
+				defer s.Close()
+				io.Copy(s, s)
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			if err := a.Connect(ctx, peer.AddrInfo{ID: b.ID(), Addrs: b.Addrs()}); err != nil {
+				t.Fatal(err)
+			}
+			var wg sync.WaitGroup
+			for i := range 4 {
+				wg.Go(func() {
+					s, err := a.NewStream(ctx, b.ID(), proto)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					defer s.Close()
+					want := make([]byte, 256<<10)
+					rng := rand.New(rand.NewPCG(uint64(i), 7))
+					for j := range want {
+						want[j] = byte(rng.Uint32())
+					}
+					go func() {
+						src := want
+						for len(src) > 0 {
+							n := min(len(src), 1+rng.IntN(2000))
+							if _, err := s.Write(src[:n]); err != nil {
+								return
+							}
+							src = src[n:]
+						}
+						s.CloseWrite()
+					}()
+					got, err := io.ReadAll(s)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if !bytes.Equal(got, want) {
+						t.Errorf("stream %d: echoed %d bytes differing from the %d sent", i, len(got), len(want))
+					}
+				})
+			}
+			wg.Wait()
+		})
 	}
 }
