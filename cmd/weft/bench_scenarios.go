@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -247,6 +250,11 @@ type broadcastRun struct {
 	// divided by the messages they received; the mean over them.
 	WritesPerMsgReceivers float64 `json:"writes_per_msg_receivers"`
 	ReadsPerMsgReceivers  float64 `json:"reads_per_msg_receivers"`
+	// CopiesPerMsg is how many copies of each message gossip brought a
+	// daemon that did not publish it: (delivered + duplicate) / delivered
+	// of weft_gossip_messages_total summed over the daemons, less the
+	// messages sent (gossipsub counts a publisher's own as delivered).
+	CopiesPerMsg float64 `json:"copies_per_msg"`
 	// SyncSessions is the sync sessions the daemons ran in the run (each
 	// counted by both sides), SyncFetched the messages they fetched by
 	// sync rather than gossip (gap repair, spreading): summed over the
@@ -310,8 +318,8 @@ func (r *broadcastResult) rows() [][2]string {
 			[2]string{"  lost / stored / CPU", fmt.Sprintf("%s of %s arrivals missing %.0f s after the last send (%d dup, %d send errors); fewest stored by a daemon %s of %s; CPU %.0f µs per received msg per daemon (max %.0f; %.0f on those that publish nothing)",
 				fmtCount(float64(run.Lost)), fmtCount(float64(run.Expected)), run.GraceS, run.Duplicates, run.SendErrors,
 				fmtCount(float64(run.StoredMin)), fmtCount(float64(run.Sent)), run.CPUPerMsgUsMean, run.CPUPerMsgUsMax, run.CPUPerMsgUsReceivers)},
-			[2]string{"  system calls", fmt.Sprintf("%.1f writes and %.1f reads per received msg on a daemon that publishes nothing",
-				run.WritesPerMsgReceivers, run.ReadsPerMsgReceivers)},
+			[2]string{"  copies, system calls", fmt.Sprintf("gossip brought %.2f copies of each new message; %.1f writes and %.1f reads per received msg on a daemon that publishes nothing",
+				run.CopiesPerMsg, run.WritesPerMsgReceivers, run.ReadsPerMsgReceivers)},
 			[2]string{"  sync", fmt.Sprintf("%s sessions (both sides count), %s messages fetched by sync instead of gossip",
 				fmtCount(float64(run.SyncSessions)), fmtCount(float64(run.SyncFetched)))})
 	}
@@ -422,7 +430,7 @@ func broadcastAt(ctx context.Context, b *bench, ds []*benchDaemon, space string,
 	if err != nil {
 		return run, err
 	}
-	cpu0, io0 := cpuOf(ds), syscallsOf(ds)
+	cpu0, io0, g0 := cpuOf(ds), syscallsOf(ds), gossipCounts(ctx, ds)
 	var next, sent, failed atomic.Int64
 	interval := time.Second / time.Duration(rate)
 	start := time.Now().Add(20 * time.Millisecond)
@@ -460,7 +468,11 @@ func broadcastAt(ctx context.Context, b *bench, ds []*benchDaemon, space string,
 		return run, err
 	}
 	_ = waitFor(ctx, b.sizes.bcastGrace, func() bool { return int(arrived.Load()) >= run.Expected })
-	cpu1, io1 := cpuOf(ds), syscallsOf(ds)
+	cpu1, io1, g1 := cpuOf(ds), syscallsOf(ds), gossipCounts(ctx, ds)
+	// gossipsub counts what a daemon publishes as delivered there.
+	if received := g1[0] - g0[0] - int64(run.Sent); received > 0 {
+		run.CopiesPerMsg = round(float64(received+g1[1]-g0[1])/float64(received), 2)
+	}
 	sess1, fetched1, err := syncCounts(ctx, ds)
 	if err != nil {
 		return run, err
@@ -531,6 +543,40 @@ func syscallsOf(ds []*benchDaemon) [][2]int64 {
 				out[i][0] = n
 			case "syscw":
 				out[i][1] = n
+			}
+		}
+	}
+	return out
+}
+
+// gossipCounts sums the daemons' gossip messages delivered and duplicate
+// (weft_gossip_messages_total on GET /v1/metrics); a daemon it cannot
+// read counts nothing.
+func gossipCounts(ctx context.Context, ds []*benchDaemon) [2]int64 {
+	var out [2]int64
+	for _, d := range ds {
+		c := d.client()
+		hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var dl net.Dialer
+			return dl.DialContext(ctx, "unix", c.SocketPath())
+		}}}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://weft/v1/metrics", nil)
+		if err != nil {
+			continue
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			continue
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		hc.CloseIdleConnections()
+		for _, line := range strings.Split(string(b), "\n") {
+			for i, l := range []string{`weft_gossip_messages_total{result="delivered"} `, `weft_gossip_messages_total{result="duplicate"} `} {
+				if v, ok := strings.CutPrefix(line, l); ok {
+					f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+					out[i] += int64(f)
+				}
 			}
 		}
 	}
