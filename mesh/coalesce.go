@@ -58,7 +58,7 @@ type coalescingConn struct {
 	cond    sync.Cond
 	pending []byte // bytes not yet handed to the underlying Write
 	spare   []byte // the buffer of the last write, reused for the next batch
-	busy    bool   // the writing goroutine is in the underlying Write
+	busy    bool   // the underlying Write is under way
 	closed  bool
 	err     error // of the underlying Write; the connection is closed
 }
@@ -72,7 +72,8 @@ func newCoalescingConn(nc net.Conn) *coalescingConn {
 
 // Write queues p to be written and returns at once, unless more than
 // coalesceMax bytes are already pending: then it waits for them to be
-// written.
+// written. A p larger than coalesceKeep that finds the connection idle
+// is written by Write itself, not copied.
 func (c *coalescingConn) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -85,6 +86,20 @@ func (c *coalescingConn) Write(p []byte) (int, error) {
 	case c.closed:
 		return 0, net.ErrClosed
 	}
+	if !c.busy && len(c.pending) == 0 && len(p) > coalesceKeep {
+		// A large frame on an idle connection (a sync exchange's) is
+		// written as it is, without copying it first.
+		c.busy = true
+		c.mu.Unlock()
+		n, err := c.Conn.Write(p)
+		c.mu.Lock()
+		c.busy = false
+		c.cond.Broadcast() // for the writing goroutine: bytes may have come meanwhile
+		if err != nil && c.err == nil {
+			c.err = err
+		}
+		return n, err
+	}
 	c.pending = append(c.pending, p...)
 	c.cond.Broadcast()
 	return len(p), nil
@@ -96,10 +111,10 @@ func (c *coalescingConn) writeLoop() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for {
-		for len(c.pending) == 0 && !c.closed {
+		for (len(c.pending) == 0 || c.busy) && !c.closed && c.err == nil {
 			c.cond.Wait()
 		}
-		if c.closed {
+		if c.closed || c.err != nil {
 			return
 		}
 		out := c.pending

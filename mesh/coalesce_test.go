@@ -325,3 +325,28 @@ func TestCoalescingMuxerInterop(t *testing.T) {
 		})
 	}
 }
+
+// A frame larger than coalesceKeep on an idle connection is written by
+// Write itself (not copied); one that comes while a write is under way is
+// queued.
+func TestCoalescingConnWritesLargeFrameItself(t *testing.T) {
+	g := newGatedConn()
+	c := newCoalescingConn(g)
+	defer c.Close()
+	big := bytes.Repeat([]byte("x"), coalesceKeep+1)
+	done := make(chan struct{})
+	go func() { defer close(done); c.Write(big) }()
+	<-g.entered
+	select {
+	case <-done:
+		t.Fatal("Write of a large frame returned before it was written")
+	case <-time.After(50 * time.Millisecond):
+	}
+	returnsSoon(t, "Write of a large frame while a write is under way", func() { c.Write(big) })
+	close(g.gate)
+	<-done
+	waitUntil(t, "both written", func() bool {
+		w, _ := g.recorded()
+		return len(w) == 2 && len(w[0]) == len(big) && len(w[1]) == len(big)
+	})
+}
