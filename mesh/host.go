@@ -12,6 +12,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/host/autorelay"
 	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
+	"github.com/libp2p/go-libp2p/p2p/muxer/yamux"
 	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
 	relayv2 "github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/relay"
 	"github.com/libp2p/go-libp2p/p2p/security/noise"
@@ -38,7 +39,8 @@ const (
 )
 
 // newHost builds the libp2p host: TCP and QUIC (TCP only in a private
-// network, cfg.NetworkKey), Noise and TLS, libp2p's auto-scaled default
+// network, cfg.NetworkKey), Noise and TLS, yamux with its writes
+// coalesced (coalescingMuxer), libp2p's auto-scaled default
 // resource limits with limits of weft's own protocols (serviceLimits) and
 // cfg.Conns applied (resourceLimits), a connection manager with cfg's
 // watermarks, a connection gater (gate: the allowlist and the inbound share
@@ -87,6 +89,7 @@ func newHost(key crypto.PrivKey, cfg Config, boot []peer.AddrInfo) (host.Host, *
 		libp2p.Transport(tcp.NewTCPTransport),
 		libp2p.Security(noise.ID, noise.New),
 		libp2p.Security(tls.ID, tls.New),
+		libp2p.Muxer(yamux.ID, coalescingMuxer{yamux.DefaultTransport}),
 		libp2p.ResourceManager(rm),
 		libp2p.ConnectionManager(cm),
 		libp2p.UserAgent(protocol.AgentVersion + "/" + version.String()),

@@ -4,8 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -239,6 +244,17 @@ type broadcastRun struct {
 	// storing durably, flooding each message to every member), divided by
 	// the fewer messages it receives.
 	CPUPerMsgUsReceivers float64 `json:"cpu_per_msg_us_receivers"`
+	// WritesPerMsgReceivers and ReadsPerMsgReceivers are the write and
+	// read system calls (/proc/PID/io syscw, syscr: network, disk and
+	// the API's socket alike) of the daemons that publish nothing,
+	// divided by the messages they received; the mean over them.
+	WritesPerMsgReceivers float64 `json:"writes_per_msg_receivers"`
+	ReadsPerMsgReceivers  float64 `json:"reads_per_msg_receivers"`
+	// CopiesPerMsg is how many copies of each message gossip brought a
+	// daemon that did not publish it: (delivered + duplicate) / delivered
+	// of weft_gossip_messages_total summed over the daemons, less the
+	// messages sent (gossipsub counts a publisher's own as delivered).
+	CopiesPerMsg float64 `json:"copies_per_msg"`
 	// SyncSessions is the sync sessions the daemons ran in the run (each
 	// counted by both sides), SyncFetched the messages they fetched by
 	// sync rather than gossip (gap repair, spreading): summed over the
@@ -302,6 +318,8 @@ func (r *broadcastResult) rows() [][2]string {
 			[2]string{"  lost / stored / CPU", fmt.Sprintf("%s of %s arrivals missing %.0f s after the last send (%d dup, %d send errors); fewest stored by a daemon %s of %s; CPU %.0f µs per received msg per daemon (max %.0f; %.0f on those that publish nothing)",
 				fmtCount(float64(run.Lost)), fmtCount(float64(run.Expected)), run.GraceS, run.Duplicates, run.SendErrors,
 				fmtCount(float64(run.StoredMin)), fmtCount(float64(run.Sent)), run.CPUPerMsgUsMean, run.CPUPerMsgUsMax, run.CPUPerMsgUsReceivers)},
+			[2]string{"  copies, system calls", fmt.Sprintf("gossip brought %.2f copies of each new message; %.1f writes and %.1f reads per received msg on a daemon that publishes nothing",
+				run.CopiesPerMsg, run.WritesPerMsgReceivers, run.ReadsPerMsgReceivers)},
 			[2]string{"  sync", fmt.Sprintf("%s sessions (both sides count), %s messages fetched by sync instead of gossip",
 				fmtCount(float64(run.SyncSessions)), fmtCount(float64(run.SyncFetched)))})
 	}
@@ -412,7 +430,7 @@ func broadcastAt(ctx context.Context, b *bench, ds []*benchDaemon, space string,
 	if err != nil {
 		return run, err
 	}
-	cpu0 := cpuOf(ds)
+	cpu0, io0, g0 := cpuOf(ds), syscallsOf(ds), gossipCounts(ctx, ds)
 	var next, sent, failed atomic.Int64
 	interval := time.Second / time.Duration(rate)
 	start := time.Now().Add(20 * time.Millisecond)
@@ -450,7 +468,11 @@ func broadcastAt(ctx context.Context, b *bench, ds []*benchDaemon, space string,
 		return run, err
 	}
 	_ = waitFor(ctx, b.sizes.bcastGrace, func() bool { return int(arrived.Load()) >= run.Expected })
-	cpu1 := cpuOf(ds)
+	cpu1, io1, g1 := cpuOf(ds), syscallsOf(ds), gossipCounts(ctx, ds)
+	// gossipsub counts what a daemon publishes as delivered there.
+	if received := g1[0] - g0[0] - int64(run.Sent); received > 0 {
+		run.CopiesPerMsg = round(float64(received+g1[1]-g0[1])/float64(received), 2)
+	}
 	sess1, fetched1, err := syncCounts(ctx, ds)
 	if err != nil {
 		return run, err
@@ -481,6 +503,9 @@ func broadcastAt(ctx context.Context, b *bench, ds []*benchDaemon, space string,
 			perMsg = append(perMsg, v)
 			if i >= pubs {
 				receivers = append(receivers, v)
+				nr := float64(len(fs) - pubs)
+				run.WritesPerMsgReceivers += float64(io1[i][1]-io0[i][1]) / float64(f.got) / nr
+				run.ReadsPerMsgReceivers += float64(io1[i][0]-io0[i][0]) / float64(f.got) / nr
 			}
 		}
 	}
@@ -488,6 +513,8 @@ func broadcastAt(ctx context.Context, b *bench, ds []*benchDaemon, space string,
 		run.CPUPerMsgUsReceivers += v / float64(len(receivers))
 	}
 	run.CPUPerMsgUsReceivers = round(run.CPUPerMsgUsReceivers, 1)
+	run.WritesPerMsgReceivers = round(run.WritesPerMsgReceivers, 2)
+	run.ReadsPerMsgReceivers = round(run.ReadsPerMsgReceivers, 2)
 	run.Lost = run.Expected - run.Arrived
 	run.Latency = latencies(lats)
 	for _, v := range perMsg {
@@ -497,6 +524,63 @@ func broadcastAt(ctx context.Context, b *bench, ds []*benchDaemon, space string,
 	run.CPUPerMsgUsMean = round(run.CPUPerMsgUsMean, 1)
 	run.CPUPerMsgUsMax = round(run.CPUPerMsgUsMax, 1)
 	return run, ctx.Err()
+}
+
+// syscallsOf reads each daemon's read and write system calls so far
+// (/proc/PID/io syscr, syscw); zeros where it cannot.
+func syscallsOf(ds []*benchDaemon) [][2]int64 {
+	out := make([][2]int64, len(ds))
+	for i, d := range ds {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", d.pid()))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			k, v, _ := strings.Cut(line, ":")
+			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			switch k {
+			case "syscr":
+				out[i][0] = n
+			case "syscw":
+				out[i][1] = n
+			}
+		}
+	}
+	return out
+}
+
+// gossipCounts sums the daemons' gossip messages delivered and duplicate
+// (weft_gossip_messages_total on GET /v1/metrics); a daemon it cannot
+// read counts nothing.
+func gossipCounts(ctx context.Context, ds []*benchDaemon) [2]int64 {
+	var out [2]int64
+	for _, d := range ds {
+		c := d.client()
+		hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var dl net.Dialer
+			return dl.DialContext(ctx, "unix", c.SocketPath())
+		}}}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://weft/v1/metrics", nil)
+		if err != nil {
+			continue
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			continue
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		hc.CloseIdleConnections()
+		for _, line := range strings.Split(string(b), "\n") {
+			for i, l := range []string{`weft_gossip_messages_total{result="delivered"} `, `weft_gossip_messages_total{result="duplicate"} `} {
+				if v, ok := strings.CutPrefix(line, l); ok {
+					f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+					out[i] += int64(f)
+				}
+			}
+		}
+	}
+	return out
 }
 
 // 3. A page in a large space.

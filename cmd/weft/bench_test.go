@@ -79,7 +79,8 @@ func TestBenchQuick(t *testing.T) {
 	}
 	for _, run := range s.Broadcast.Runs {
 		if run.Sent == 0 || run.AchievedPerS <= 0 || run.Arrived == 0 || run.CPUPerMsgUsMean <= 0 || run.CPUPerMsgUsReceivers <= 0 ||
-			run.Expected != run.Sent*(s.Broadcast.Daemons-1) || run.Lost != run.Expected-run.Arrived {
+			run.Expected != run.Sent*(s.Broadcast.Daemons-1) || run.Lost != run.Expected-run.Arrived ||
+			run.WritesPerMsgReceivers <= 0 || run.ReadsPerMsgReceivers <= 0 || run.CopiesPerMsg < 1 {
 			t.Errorf("broadcast: %+v", run)
 		}
 		lat("broadcast", run.Latency)
