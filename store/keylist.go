@@ -159,8 +159,11 @@ func (l *keyList) insert(k protocol.SyncKey) (bool, error) {
 		return false, nil
 	}
 	l.n++
-	if j == len(b.keys) && i == len(l.blocks)-1 && len(b.keys) >= maxBlockKeys {
-		l.blocks = append(l.blocks, l.newBlock([]protocol.SyncKey{k})) // appending: leave b full
+	if b.hi.Less(k) && i == len(l.blocks)-1 && len(b.keys) >= maxBlockKeys {
+		// Appending: leave b full. Above b's bound, not only its last key:
+		// with its newest key removed, a key between its last and its
+		// bound is in b's range and goes in b (it splits).
+		l.blocks = append(l.blocks, l.newBlock([]protocol.SyncKey{k}))
 		return true, nil
 	}
 	b.keys = slices.Insert(b.keys, j, k)
