@@ -36,10 +36,13 @@ type keyList struct {
 
 	// load, if not nil, returns the stored keys k with lo <= k <= hi, in
 	// order; without it every block stays hot.
-	load   func(lo, hi protocol.SyncKey) ([]protocol.SyncKey, error)
-	maxHot int    // with load, how many blocks may stay hot between operations
-	hot    int    // blocks whose keys are in memory
-	clock  uint64 // counts uses, for least-recently-used
+	load func(lo, hi protocol.SyncKey) ([]protocol.SyncKey, error)
+	// mayLoad, if not nil, is asked before each block is read back: its
+	// error fails the operation (a budget of reads, see readIndex).
+	mayLoad func() error
+	maxHot  int    // with load, how many blocks may stay hot between operations
+	hot     int    // blocks whose keys are in memory
+	clock   uint64 // counts uses, for least-recently-used
 }
 
 type keyBlock struct {
@@ -86,6 +89,11 @@ func (l *keyList) keysOf(i int) ([]protocol.SyncKey, error) {
 	b.used = l.clock
 	if !b.cold {
 		return b.keys, nil
+	}
+	if l.mayLoad != nil {
+		if err := l.mayLoad(); err != nil {
+			return nil, err
+		}
 	}
 	lo := protocol.MinSyncKey
 	if i > 0 {
