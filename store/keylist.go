@@ -36,10 +36,13 @@ type keyList struct {
 
 	// load, if not nil, returns the stored keys k with lo <= k <= hi, in
 	// order; without it every block stays hot.
-	load   func(lo, hi protocol.SyncKey) ([]protocol.SyncKey, error)
-	maxHot int    // with load, how many blocks may stay hot between operations
-	hot    int    // blocks whose keys are in memory
-	clock  uint64 // counts uses, for least-recently-used
+	load func(lo, hi protocol.SyncKey) ([]protocol.SyncKey, error)
+	// mayLoad, if not nil, is asked before each block is read back: its
+	// error fails the operation (a budget of reads, see readIndex).
+	mayLoad func() error
+	maxHot  int    // with load, how many blocks may stay hot between operations
+	hot     int    // blocks whose keys are in memory
+	clock   uint64 // counts uses, for least-recently-used
 }
 
 type keyBlock struct {
@@ -86,6 +89,11 @@ func (l *keyList) keysOf(i int) ([]protocol.SyncKey, error) {
 	b.used = l.clock
 	if !b.cold {
 		return b.keys, nil
+	}
+	if l.mayLoad != nil {
+		if err := l.mayLoad(); err != nil {
+			return nil, err
+		}
 	}
 	lo := protocol.MinSyncKey
 	if i > 0 {
@@ -159,8 +167,11 @@ func (l *keyList) insert(k protocol.SyncKey) (bool, error) {
 		return false, nil
 	}
 	l.n++
-	if j == len(b.keys) && i == len(l.blocks)-1 && len(b.keys) >= maxBlockKeys {
-		l.blocks = append(l.blocks, l.newBlock([]protocol.SyncKey{k})) // appending: leave b full
+	if b.hi.Less(k) && i == len(l.blocks)-1 && len(b.keys) >= maxBlockKeys {
+		// Appending: leave b full. Above b's bound, not only its last key:
+		// with its newest key removed, a key between its last and its
+		// bound is in b's range and goes in b (it splits).
+		l.blocks = append(l.blocks, l.newBlock([]protocol.SyncKey{k}))
 		return true, nil
 	}
 	b.keys = slices.Insert(b.keys, j, k)

@@ -187,6 +187,59 @@ func TestKeyListLoadError(t *testing.T) {
 	checkInvariants(t, &l, model)
 }
 
+// The newest key of a full last block is removed (an expired message; the
+// block's bound stays), a key is inserted in it (full again), then one
+// between its last key and its bound: it belongs to that block, not to a
+// new one after it, whose range would lie inside the block's (found by
+// review: the key could then never be removed).
+func TestKeyListBoundAfterRemovingNewest(t *testing.T) {
+	for _, maxHot := range []int{0, 1} {
+		var (
+			l     keyList
+			model []protocol.SyncKey
+		)
+		if maxHot > 0 {
+			l.load = func(lo, hi protocol.SyncKey) ([]protocol.SyncKey, error) { return modelRange(model, lo, hi), nil }
+			l.maxHot = maxHot
+		}
+		ins := func(k protocol.SyncKey) {
+			t.Helper()
+			i, found := slices.BinarySearchFunc(model, k, protocol.SyncKey.Compare)
+			if got, err := l.insert(k); got == found || err != nil {
+				t.Fatalf("insert(%v) = %v, %v", k, got, err)
+			}
+			if !found {
+				model = slices.Insert(model, i, k)
+			}
+		}
+		rem := func(k protocol.SyncKey) {
+			t.Helper()
+			i, found := slices.BinarySearchFunc(model, k, protocol.SyncKey.Compare)
+			if got, err := l.remove(k); got != found || err != nil {
+				t.Fatalf("remove(%v) = %v, %v; want %v", k, got, err, found)
+			}
+			if found {
+				model = slices.Delete(model, i, i+1)
+			}
+		}
+		for i := range 2 * maxBlockKeys {
+			ins(protocol.SyncKey{Time: int64(10 * (i + 1))})
+		}
+		last := model[len(model)-1]
+		rem(last)
+		ins(protocol.SyncKey{Time: last.Time - 15})
+		between := protocol.SyncKey{Time: last.Time - 5}
+		ins(between)
+		for i := range 2 * maxBlockKeys {
+			ins(protocol.SyncKey{Time: last.Time + int64(10*(i+1))})
+		}
+		checkInvariants(t, &l, model)
+		rem(between)
+		checkInvariants(t, &l, model)
+		checkQueries(t, rand.New(rand.NewPCG(1, 1)), &l, model, last.Time*2)
+	}
+}
+
 // Built in order, a list of many keys keeps at most maxHot blocks' keys in
 // memory.
 func TestKeyListColdMemory(t *testing.T) {
@@ -227,6 +280,9 @@ func checkInvariants(t *testing.T, l *keyList, model []protocol.SyncKey) {
 	}
 	hot, at := 0, 0
 	for i, b := range l.blocks {
+		if i > 0 && !l.blocks[i-1].hi.Less(b.hi) {
+			t.Fatalf("block %d's bound is not above block %d's", i, i-1)
+		}
 		lo := protocol.MinSyncKey
 		if i > 0 {
 			lo = successor(l.blocks[i-1].hi)

@@ -50,7 +50,18 @@ type Options struct {
 	// count and sum and are read back from the store when a sync needs
 	// their keys. 0 means DefaultIndexBlocks.
 	IndexBlocks int
+	// IndexReads budgets how many cold blocks of a space's range index
+	// queries (a sync session's Summary, Keys and Split, driven by a
+	// peer) may read back per second, after a burst of twice as many:
+	// past it they fail with ErrIndexBusy. Updates are not budgeted.
+	// 0 means DefaultIndexReads; negative, no budget.
+	IndexReads int
 }
+
+// DefaultIndexReads is the budget used when Options.IndexReads is 0: ~0.1
+// s of CPU a second at most. A late joiner fetching a large space from
+// this node needs a few per exchange of ~2,000 messages.
+const DefaultIndexReads = 500
 
 // DefaultIndexBlocks is the bound used when Options.IndexBlocks is 0:
 // ~5 MB of a space's keys, all of them in a space of up to ~130,000

@@ -32,6 +32,7 @@ import (
 
 	badger "github.com/dgraph-io/badger/v4"
 	"github.com/weftmesh/weft/protocol"
+	"golang.org/x/time/rate"
 )
 
 var (
@@ -79,6 +80,10 @@ type Store struct {
 	// maxHotBlocks bounds how many blocks of a space's range index keep
 	// their keys in memory (see keyList).
 	maxHotBlocks int
+	// indexReads and indexReadBurst budget a range index's block reads
+	// for queries (see rangeIndex.reads and Options.IndexReads).
+	indexReads     rate.Limit
+	indexReadBurst int
 
 	spaces spaceCache // joined spaces' records (see Space)
 
@@ -119,18 +124,20 @@ func Open(opts Options) (*Store, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Store{
-		db:           db,
-		logger:       logger,
-		seqs:         make(map[protocol.ID]uint64),
-		heads:        make(map[protocol.ID]map[protocol.ID]struct{}),
-		indexes:      make(map[protocol.ID]*rangeIndex),
-		maxHotBlocks: cmp.Or(opts.IndexBlocks, DefaultIndexBlocks),
-		now:          opts.Now,
-		retention:    opts.Retention,
-		exempt:       make(map[protocol.ID]bool),
-		changes:      make(map[protocol.ID]chan struct{}),
-		usage:        newUsageBook(),
-		cancel:       cancel,
+		db:             db,
+		logger:         logger,
+		seqs:           make(map[protocol.ID]uint64),
+		heads:          make(map[protocol.ID]map[protocol.ID]struct{}),
+		indexes:        make(map[protocol.ID]*rangeIndex),
+		maxHotBlocks:   cmp.Or(opts.IndexBlocks, DefaultIndexBlocks),
+		indexReads:     rate.Limit(cmp.Or(opts.IndexReads, DefaultIndexReads)),
+		indexReadBurst: 2 * cmp.Or(opts.IndexReads, DefaultIndexReads),
+		now:            opts.Now,
+		retention:      opts.Retention,
+		exempt:         make(map[protocol.ID]bool),
+		changes:        make(map[protocol.ID]chan struct{}),
+		usage:          newUsageBook(),
+		cancel:         cancel,
 	}
 	if s.now == nil {
 		s.now = time.Now

@@ -62,7 +62,7 @@ func TestDisk(t *testing.T) {
 // space's index in memory: the others are read back from Badger.
 func TestDiskColdIndex(t *testing.T) {
 	storetest.RunRangeIndex(t, func(t testing.TB, opts store.Options) *store.Store {
-		opts.IndexBlocks = 1
+		opts.IndexBlocks, opts.IndexReads = 1, -1 // every query reads blocks back
 		return openDiskWith(t, t.TempDir(), opts)
 	})
 }

@@ -36,6 +36,7 @@ func RunRangeIndex(t *testing.T, open Opener) {
 		{"DeleteCleansIndexes", testDeleteCleansIndexes},
 		{"RetentionCount", testRetentionCount},
 		{"SweepBacklog", testSweepBacklog},
+		{"ExpiredNewestThenInside", testExpiredNewestThenInside},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open) })
 	}
@@ -71,6 +72,7 @@ func Run(t *testing.T, open Opener) {
 		{"RangeModel", testRangeModel},
 		{"RangeIndexRace", testRangeIndexRace},
 		{"SyncKeyBounds", testSyncKeyBounds},
+		{"ExpiredNewestThenInside", testExpiredNewestThenInside},
 		{"Expiry", testExpiry},
 		{"ExpiryReadSkips", testExpiryReadSkips},
 		{"BackgroundSweep", testBackgroundSweep},
