@@ -80,13 +80,13 @@ type syncer struct {
 	err       error      // its error; guarded by mu
 	// What syncs know of the files, guarded by mu (a sync plans under mu
 	// and fdatasyncs without it, see syncPlan):
-	mem        activeFile      // the newest WAL
-	vlog       activeFile      // the newest value log
+	mem        activeFile        // the newest WAL
+	vlog       activeFile        // the newest value log
 	inUse      map[*os.File]int  // files planned syncs hold: by how many
 	retired    map[*os.File]bool // files replaced while held: closed when released
-	rotated    []string        // the older WAL and value log files, at the last listing
-	rotate     map[string]bool // rotated files fsync'd, by name
-	dirF       *os.File        // the directory, open for fstat
+	rotated    []string          // the older WAL and value log files, at the last listing
+	rotate     map[string]bool   // rotated files fsync'd, by name
+	dirF       *os.File          // the directory, open for fstat
 	listedOnce bool
 	mtime      time.Time // the directory's, at the last listing
 	listed     time.Time // when that listing started
