@@ -1,6 +1,7 @@
 package store
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -95,5 +96,59 @@ func TestHeadsChildUpdatedFirst(t *testing.T) {
 				t.Errorf("%d Puts still pending", left)
 			}
 		})
+	}
+}
+
+// TestSendsLinkCachedHeads puts messages as sends do, each naming its
+// space's cached heads, some two at once (a fork, then a join): a parent
+// known from the cache is linked without being read, and the heads on
+// disk, after a reopen, must be those the cache held.
+func TestSendsLinkCachedHeads(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(Options{Dir: dir, SyncInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := protocol.MessageID([]byte("space"))
+	send := func(name string, prev []protocol.ID) {
+		t.Helper()
+		m := syncTestMsg(sp, name)
+		m.Prev = prev
+		if _, added, err := s.Put(t.Context(), m); err != nil || !added {
+			t.Fatalf("put %s: added %v, %v", name, added, err)
+		}
+	}
+	heads := func() []protocol.ID {
+		t.Helper()
+		h, err := s.Heads(sp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	send("root", nil)
+	for i := range 5 {
+		h := heads()
+		send(fmt.Sprintf("a%d", i), h)
+		send(fmt.Sprintf("b%d", i), h) // a fork: both name the same heads
+	}
+	send("join", heads())
+	cached := heads()
+	if want := []protocol.ID{protocol.MessageID([]byte("join"))}; !slices.Equal(cached, want) {
+		t.Fatalf("cached heads %v, want the join %v", cached, want)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = Open(Options{Dir: dir, SyncInterval: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got := heads(); !slices.Equal(got, cached) {
+		t.Errorf("heads on disk %v, cached before %v", got, cached)
+	}
+	kids, err := s.keyIDs(idKey(prefixChild, protocol.MessageID([]byte("a4"))), -1)
+	if err != nil || len(kids) != 1 || kids[0] != protocol.MessageID([]byte("join")) {
+		t.Errorf("children of a4: %v, %v; want the join", kids, err)
 	}
 }

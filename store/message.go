@@ -150,8 +150,19 @@ func (s *Store) putOnce(m Message, q Quota) (Entry, bool, error) {
 		}
 	}
 	var unheaded []headRef // stored parents that stop being heads
+	heads := s.cachedHeads(m.Space, m.Prev)
 	for i, p := range m.Prev {
 		if p == m.ID || p.IsZero() || containsID(m.Prev[:i], p) {
+			continue
+		}
+		if heads[i] {
+			// A head of m's space in the cache: stored there, its Put
+			// done, so no concurrent Put of it to conflict with (see
+			// cachedHeads).
+			if err := s.unheadParent(txn, m.Space, p, m.ID); err != nil {
+				return Entry{}, false, fmt.Errorf("store: put %s: link parent %s: %w", m.ID, p, err)
+			}
+			unheaded = append(unheaded, headRef{m.Space, p})
 			continue
 		}
 		space, err := s.linkParent(txn, p, m.ID)
@@ -316,6 +327,28 @@ func (s *Store) updateHeads(m Message, head bool, unheaded []headRef) {
 	}
 }
 
+// cachedHeads reports which of ids are heads of space in the cached
+// heads (false for all when they are not cached). A send's parents are
+// its space's heads, so a Put of it needs no read of them: a cached head
+// is stored in that space and its Put is done (its heads update ran).
+// Should a delete of it commit meanwhile (sweep), the Put still writes
+// what it writes for a parent not stored, the c and r keys, and deletes
+// a head key already deleted.
+func (s *Store) cachedHeads(space protocol.ID, ids []protocol.ID) []bool {
+	if len(ids) == 0 {
+		return nil
+	}
+	out := make([]bool, len(ids))
+	s.headsMu.Lock()
+	defer s.headsMu.Unlock()
+	if hs, ok := s.heads[space]; ok {
+		for i, id := range ids {
+			_, out[i] = hs[id]
+		}
+	}
+	return out
+}
+
 // linkParent records in txn that child names parent in its Prev. If parent
 // is stored, it stops being a head, and its space is returned.
 func (s *Store) linkParent(txn *badger.Txn, parent, child protocol.ID) (protocol.ID, error) {
@@ -327,9 +360,7 @@ func (s *Store) linkParent(txn *badger.Txn, parent, child protocol.ID) (protocol
 		if err != nil {
 			return space, err
 		}
-		if err := txn.Delete(headKey(space, parent)); err != nil {
-			return space, err
-		}
+		return space, s.unheadParent(txn, space, parent, child)
 	case !errors.Is(err, ErrNotFound):
 		return space, err
 	}
@@ -337,6 +368,18 @@ func (s *Store) linkParent(txn *badger.Txn, parent, child protocol.ID) (protocol
 		return space, err
 	}
 	return space, txn.Set(refKey(parent), nil)
+}
+
+// unheadParent records in txn that child names parent, a stored message
+// of space: it stops being a head.
+func (s *Store) unheadParent(txn *badger.Txn, space, parent, child protocol.ID) error {
+	if err := txn.Delete(headKey(space, parent)); err != nil {
+		return err
+	}
+	if err := txn.Set(childKey(parent, child), nil); err != nil {
+		return err
+	}
+	return txn.Set(refKey(parent), nil)
 }
 
 // nextSeqLocked allocates the next seq of space. commitMu must be held.
