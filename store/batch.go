@@ -250,6 +250,11 @@ func (s *Store) batchOnce(ms []Message, idx []int, q Quota, results []PutResult)
 		s.fillDups(ms, dups, first, results)
 		return nil
 	}
+	pending := make([]protocol.ID, len(added))
+	for k, a := range added {
+		pending[k] = ms[a.i].ID
+	}
+	s.beginHeads(pending...)
 	done := make(chan error, 1)
 	txn.CommitWith(func(err error) { done <- err })
 	s.commitMu.Unlock()
@@ -258,6 +263,7 @@ func (s *Store) batchOnce(ms []Message, idx []int, q Quota, results []PutResult)
 		for _, c := range charges {
 			s.undo(c)
 		}
+		s.cancelHeads(pending...)
 		if errors.Is(err, badger.ErrConflict) {
 			return errRetry
 		}
@@ -265,6 +271,11 @@ func (s *Store) batchOnce(ms []Message, idx []int, q Quota, results []PutResult)
 	}
 	for _, c := range charges {
 		s.settle(c)
+	}
+	if s.afterCommit != nil {
+		for _, a := range added {
+			s.afterCommit(&ms[a.i])
+		}
 	}
 	s.updateHeadsBatch(ms, added)
 	keys := make(map[protocol.ID][]protocol.SyncKey)
@@ -357,43 +368,22 @@ func (s *Store) fillDups(ms []Message, dups []int, first map[protocol.ID]int, re
 }
 
 // updateHeadsBatch is updateHeads for the messages of a committed batch:
-// the parents they name stop being heads, and each one no child names
-// (on disk by now) becomes one, in spaces whose heads are cached.
+// the parents they name stop being heads, and each one that was a head
+// when the batch read becomes one unless a child unheaded it since (see
+// beginHeads), in spaces whose heads are cached.
 func (s *Store) updateHeadsBatch(ms []Message, added []batchAdded) {
 	s.headsMu.Lock()
 	defer s.headsMu.Unlock()
-	var check []int // indexes into added
-	for k, a := range added {
-		for _, r := range a.unheaded {
-			if hs, ok := s.heads[r.space]; ok {
-				delete(hs, r.id)
-			}
-		}
-		if _, ok := s.heads[ms[a.i].Space]; a.head && ok {
-			check = append(check, k)
-		}
+	for _, a := range added {
+		s.unheadLocked(a.unheaded)
 	}
-	if len(check) == 0 {
-		return
-	}
-	err := s.db.View(func(txn *badger.Txn) error {
-		for _, k := range check {
-			m := &ms[added[k].i]
-			_, err := get(txn, refKey(m.ID))
-			switch {
-			case errors.Is(err, ErrNotFound):
-				if hs, ok := s.heads[m.Space]; ok {
-					hs[m.ID] = struct{}{}
-				}
-			case err != nil:
-				delete(s.heads, m.Space) // unsure: read from disk next time
-			}
+	for _, a := range added {
+		m := &ms[a.i]
+		if s.endHeadsLocked(m.ID) || !a.head {
+			continue
 		}
-		return nil
-	})
-	if err != nil {
-		for _, k := range check {
-			delete(s.heads, ms[added[k].i].Space)
+		if hs, ok := s.heads[m.Space]; ok {
+			hs[m.ID] = struct{}{}
 		}
 	}
 }

@@ -220,3 +220,44 @@ func processCPU(tb testing.TB) time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// BenchmarkPutSend measures durable Puts as a node's sends make them, one
+// at a time and from 8 writers: each names its space's heads as Prev and
+// carries a sender, so it reads and unheads its parents as a send does.
+// cpu-µs/op is the process's CPU per Put (the fsync's kernel time too).
+func BenchmarkPutSend(b *testing.B) {
+	for _, writers := range []int{1, 8} {
+		b.Run(map[int]string{1: "1", 8: "8"}[writers], func(b *testing.B) {
+			s := openDisk(b, b.TempDir())
+			sp, raw := protocol.SpaceID("bench"), benchRaw()
+			b.ReportAllocs()
+			var n atomic.Uint64
+			cpu0 := processCPU(b)
+			var wg sync.WaitGroup
+			per := b.N / writers
+			b.ResetTimer()
+			for range writers {
+				wg.Go(func() {
+					for range per {
+						heads, err := s.Heads(sp)
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						m := benchMsg(sp, n.Add(1), raw)
+						m.Prev, m.From = heads, "12D3KooWbenchsenderbenchsenderbenchsenderbenchsender"
+						if _, _, err := s.Put(b.Context(), m); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			b.StopTimer()
+			if total := float64(per * writers); total > 0 {
+				b.ReportMetric(float64((processCPU(b)-cpu0).Microseconds())/total, "cpu-µs/op")
+			}
+		})
+	}
+}

@@ -162,7 +162,7 @@ func (s *Store) commitSame(ps []*queuedPut, q Quota) {
 		default:
 			p.e, p.added = results[i].Entry, results[i].Added
 			if p.added {
-				p.e.Message = cloneMessage(p.e.Message) // PutBatch's shares ms[i]'s slices
+				p.e.Message = returned(p.e.Message) // shares p.m's slices, as put's answer does
 			}
 		}
 	}

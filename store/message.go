@@ -54,7 +54,9 @@ var errRetry = errors.New("store: retry")
 
 // Put stores m durably (on disk before it returns) and appends it to its
 // space's order. A message already stored (same ID) is not stored again: Put
-// returns the stored Entry, added=false and no error. Concurrent Puts share
+// returns the stored Entry, added=false and no error. The Entry of a
+// message it adds shares m's slices (Raw, Prev, ReplyTo), which the store
+// does not keep. Concurrent Puts share
 // fsyncs (group commit, see syncer.go). It is PutWithin with no quota.
 func (s *Store) Put(ctx context.Context, m Message) (e Entry, added bool, err error) {
 	return s.PutWithin(ctx, m, Quota{})
@@ -148,8 +150,19 @@ func (s *Store) putOnce(m Message, q Quota) (Entry, bool, error) {
 		}
 	}
 	var unheaded []headRef // stored parents that stop being heads
+	heads := s.cachedHeads(m.Space, m.Prev)
 	for i, p := range m.Prev {
 		if p == m.ID || p.IsZero() || containsID(m.Prev[:i], p) {
+			continue
+		}
+		if heads[i] {
+			// A head of m's space in the cache: stored there, its Put
+			// done, so no concurrent Put of it to conflict with (see
+			// cachedHeads).
+			if err := s.unheadParent(txn, m.Space, p, m.ID); err != nil {
+				return Entry{}, false, fmt.Errorf("store: put %s: link parent %s: %w", m.ID, p, err)
+			}
+			unheaded = append(unheaded, headRef{m.Space, p})
 			continue
 		}
 		space, err := s.linkParent(txn, p, m.ID)
@@ -206,56 +219,134 @@ func (s *Store) putOnce(m Message, q Quota) (Entry, bool, error) {
 		s.commitMu.Unlock()
 		return Entry{}, false, fmt.Errorf("store: put %s: %w", m.ID, err)
 	}
+	s.beginHeads(m.ID)
 	done := make(chan error, 1)
 	txn.CommitWith(func(err error) { done <- err })
 	s.commitMu.Unlock()
 
 	if err := <-done; err != nil {
 		s.undo(c)
+		s.cancelHeads(m.ID)
 		if errors.Is(err, badger.ErrConflict) {
 			return Entry{}, false, errRetry // seq is skipped; gaps are fine
 		}
 		return Entry{}, false, fmt.Errorf("store: put %s: commit: %w", m.ID, err)
 	}
 	s.settle(c)
+	if s.afterCommit != nil {
+		s.afterCommit(&m)
+	}
 	s.updateHeads(m, !referenced, unheaded)
 	s.updateIndex(m.Space, true, m.SyncKey())
 	s.notify(m.Space)
-	return Entry{Message: cloneMessage(m), Cursor: Cursor(seq)}, true, nil
+	return Entry{Message: returned(m), Cursor: Cursor(seq)}, true, nil
 }
 
 // headRef names a message in a space.
 type headRef struct{ space, id protocol.ID }
 
-// updateHeads applies a committed Put to the cached heads of the spaces
-// already cached (the others are read from disk when first asked for).
-// Commits and these updates may interleave, but "named by a child" only
-// ever becomes true while Puts run (deletes, which can make it false, wait
-// for mutateMu), so a new head is added only if no child names it on
-// disk by now: a child committed after it either is seen here or removes
-// it when its own update runs.
-func (s *Store) updateHeads(m Message, head bool, unheaded []headRef) {
+// pendingHead is a message being put (pending), from just before its
+// commit until its heads update.
+type pendingHead struct {
+	puts  int  // Puts of it in flight (Puts of one ID may race)
+	named bool // a child's heads update unheaded it meanwhile
+}
+
+// The cached heads follow commits without reading the disk again. A
+// message is a head unless a child names it. A child that named it before
+// its transaction read is seen there (the r key); one whose transaction
+// read it as not stored and committed concurrently conflicts with it
+// (see putOnce); one whose transaction read it as stored unheads it in
+// its own heads update, which may run before the message's. So each Put
+// registers its messages (beginHeads) before its commit can be seen, a
+// heads update marks the registered messages it unheads, and a message's
+// own update (endHeadsLocked) makes it a head only if none marked it.
+
+// beginHeads registers ids as pending, before their commit.
+func (s *Store) beginHeads(ids ...protocol.ID) {
 	s.headsMu.Lock()
 	defer s.headsMu.Unlock()
+	for _, id := range ids {
+		p := s.pending[id]
+		if p == nil {
+			p = &pendingHead{}
+			s.pending[id] = p
+		}
+		p.puts++
+	}
+}
+
+// cancelHeads ends the registration of ids, whose commit failed.
+func (s *Store) cancelHeads(ids ...protocol.ID) {
+	s.headsMu.Lock()
+	defer s.headsMu.Unlock()
+	for _, id := range ids {
+		s.endHeadsLocked(id)
+	}
+}
+
+// endHeadsLocked ends one registration of id and reports whether a
+// child's heads update unheaded it since it began. headsMu is held.
+func (s *Store) endHeadsLocked(id protocol.ID) (named bool) {
+	p := s.pending[id]
+	if p == nil {
+		return false
+	}
+	if p.puts--; p.puts <= 0 {
+		delete(s.pending, id)
+	}
+	return p.named
+}
+
+// unheadLocked applies a committed child's unheaded parents to the cached
+// heads and marks those pending. headsMu is held.
+func (s *Store) unheadLocked(unheaded []headRef) {
 	for _, r := range unheaded {
+		if p := s.pending[r.id]; p != nil {
+			p.named = true
+		}
 		if hs, ok := s.heads[r.space]; ok {
 			delete(hs, r.id)
 		}
 	}
-	hs, ok := s.heads[m.Space]
-	if !head || !ok {
+}
+
+// updateHeads applies a committed Put to the cached heads of the spaces
+// already cached (the others are read from disk when first asked for):
+// its unheaded parents stop being heads, and m becomes one if it was
+// (head) when its transaction read and no child unheaded it since.
+func (s *Store) updateHeads(m Message, head bool, unheaded []headRef) {
+	s.headsMu.Lock()
+	defer s.headsMu.Unlock()
+	s.unheadLocked(unheaded)
+	if s.endHeadsLocked(m.ID) || !head {
 		return
 	}
-	err := s.db.View(func(txn *badger.Txn) error {
-		_, err := get(txn, refKey(m.ID))
-		return err
-	})
-	switch {
-	case errors.Is(err, ErrNotFound):
+	if hs, ok := s.heads[m.Space]; ok {
 		hs[m.ID] = struct{}{}
-	case err != nil:
-		delete(s.heads, m.Space) // unsure: read from disk next time
 	}
+}
+
+// cachedHeads reports which of ids are heads of space in the cached
+// heads (false for all when they are not cached). A send's parents are
+// its space's heads, so a Put of it needs no read of them: a cached head
+// is stored in that space and its Put is done (its heads update ran).
+// Should a delete of it commit meanwhile (sweep), the Put still writes
+// what it writes for a parent not stored, the c and r keys, and deletes
+// a head key already deleted.
+func (s *Store) cachedHeads(space protocol.ID, ids []protocol.ID) []bool {
+	if len(ids) == 0 {
+		return nil
+	}
+	out := make([]bool, len(ids))
+	s.headsMu.Lock()
+	defer s.headsMu.Unlock()
+	if hs, ok := s.heads[space]; ok {
+		for i, id := range ids {
+			_, out[i] = hs[id]
+		}
+	}
+	return out
 }
 
 // linkParent records in txn that child names parent in its Prev. If parent
@@ -269,9 +360,7 @@ func (s *Store) linkParent(txn *badger.Txn, parent, child protocol.ID) (protocol
 		if err != nil {
 			return space, err
 		}
-		if err := txn.Delete(headKey(space, parent)); err != nil {
-			return space, err
-		}
+		return space, s.unheadParent(txn, space, parent, child)
 	case !errors.Is(err, ErrNotFound):
 		return space, err
 	}
@@ -279,6 +368,18 @@ func (s *Store) linkParent(txn *badger.Txn, parent, child protocol.ID) (protocol
 		return space, err
 	}
 	return space, txn.Set(refKey(parent), nil)
+}
+
+// unheadParent records in txn that child names parent, a stored message
+// of space: it stops being a head.
+func (s *Store) unheadParent(txn *badger.Txn, space, parent, child protocol.ID) error {
+	if err := txn.Delete(headKey(space, parent)); err != nil {
+		return err
+	}
+	if err := txn.Set(childKey(parent, child), nil); err != nil {
+		return err
+	}
+	return txn.Set(refKey(parent), nil)
 }
 
 // nextSeqLocked allocates the next seq of space. commitMu must be held.
@@ -717,20 +818,17 @@ func readIDs(b []byte) ([]protocol.ID, []byte, bool) {
 	return ids, b, true
 }
 
-// cloneMessage returns a deep copy of m as the store returns it (empty
-// Prev and ReplyTo are nil, as when read back).
-func cloneMessage(m Message) Message {
-	m.Prev = cloneIDs(m.Prev)
-	m.ReplyTo = cloneIDs(m.ReplyTo)
-	m.Raw = bytes.Clone(m.Raw)
-	return m
-}
-
-func cloneIDs(ids []protocol.ID) []protocol.ID {
-	if len(ids) == 0 {
-		return nil
+// returned is m as the store returns it (empty Prev and ReplyTo are nil,
+// as when read back), sharing m's slices: a Put's answer, which no copy
+// is needed for (a send answers with its cursor only).
+func returned(m Message) Message {
+	if len(m.Prev) == 0 {
+		m.Prev = nil
 	}
-	return append([]protocol.ID(nil), ids...)
+	if len(m.ReplyTo) == 0 {
+		m.ReplyTo = nil
+	}
+	return m
 }
 
 func containsID(ids []protocol.ID, id protocol.ID) bool {

@@ -73,6 +73,13 @@ type Store struct {
 	// (scanning head keys walks every deleted head still in the LSM tree).
 	headsMu sync.Mutex
 	heads   map[protocol.ID]map[protocol.ID]struct{}
+	// pending holds the messages being put whose commit may be visible
+	// and whose heads update has not run yet (see pendingHeads); guarded
+	// by headsMu.
+	pending map[protocol.ID]*pendingHead
+	// afterCommit, when set (tests), runs after a Put's commit and
+	// before its heads update.
+	afterCommit func(m *Message)
 
 	// indexMu guards indexes: each space's range index, built on first use.
 	indexMu sync.Mutex
@@ -128,6 +135,7 @@ func Open(opts Options) (*Store, error) {
 		logger:         logger,
 		seqs:           make(map[protocol.ID]uint64),
 		heads:          make(map[protocol.ID]map[protocol.ID]struct{}),
+		pending:        make(map[protocol.ID]*pendingHead),
 		indexes:        make(map[protocol.ID]*rangeIndex),
 		maxHotBlocks:   cmp.Or(opts.IndexBlocks, DefaultIndexBlocks),
 		indexReads:     rate.Limit(cmp.Or(opts.IndexReads, DefaultIndexReads)),

@@ -262,3 +262,71 @@ func TestSyncVlogSkippedOnlyWhenUnchanged(t *testing.T) {
 		t.Fatalf("value log's time after a write: %v, %v", fi.ModTime(), err)
 	}
 }
+
+// TestSyncsOverlap holds a sync in its fdatasyncs: a write waiting
+// meanwhile must begin a sync of its own and return while the first is
+// held, not wait for it to end (as with one sync at a time); the held
+// one's writer returns once it is let go, and every file it held is
+// closed or still the syncer's.
+func TestSyncsOverlap(t *testing.T) {
+	s, err := Open(Options{Dir: t.TempDir(), SyncInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	y := s.syncer
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once, released sync.Once
+	let := func() { released.Do(func() { close(release) }) }
+	defer let() // before Close, which waits for the held Put
+	y.beforeRun = func() {
+		held := false
+		once.Do(func() { held = true })
+		if held {
+			close(entered)
+			<-release
+		}
+	}
+	sp := protocol.MessageID([]byte("space"))
+	first := make(chan error, 1)
+	go func() {
+		_, _, err := s.PutWithin(t.Context(), syncTestMsg(sp, "first"), Quota{})
+		first <- err
+	}()
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first sync did not begin")
+	}
+	second := make(chan error, 1)
+	go func() {
+		// Not through the commit queue, whose leader is held in the sync.
+		if _, _, err := s.PutRelayed(t.Context(), syncTestMsg(sp, "second"), Quota{}); err != nil {
+			second <- err
+			return
+		}
+		second <- y.wait()
+	}()
+	select {
+	case err := <-second:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a write waited for a held sync instead of beginning its own")
+	}
+	select {
+	case err := <-first:
+		t.Fatalf("the held sync's writer returned (%v)", err)
+	default:
+	}
+	let()
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	y.mu.Lock()
+	defer y.mu.Unlock()
+	if y.running != 0 || len(y.inUse) != 0 || len(y.retired) != 0 {
+		t.Fatalf("after the syncs: %d running, %d files held, %d retired", y.running, len(y.inUse), len(y.retired))
+	}
+}

@@ -49,11 +49,15 @@ type sendRun struct {
 	// DaemonCPUPerSendUs is the daemon's CPU time (user + system) over the
 	// run divided by the sends.
 	DaemonCPUPerSendUs float64 `json:"daemon_cpu_per_send_us"`
+	// ClientCPUPerSendUs is the bench process's CPU time over the run
+	// divided by the sends: what the clients (node/client's encoding,
+	// HTTP exchange and decoding) cost, on the same cores as the daemon.
+	ClientCPUPerSendUs float64 `json:"client_cpu_per_send_us"`
 }
 
 func (r *sendsResult) rows() [][2]string {
 	row := func(s sendRun) string {
-		return fmt.Sprintf("%s sends/s; %s; daemon CPU %.0f µs per send", fmtCount(s.PerSecond), s.Latency, s.DaemonCPUPerSendUs)
+		return fmt.Sprintf("%s sends/s; %s; CPU per send: daemon %.0f µs, clients %.0f µs", fmtCount(s.PerSecond), s.Latency, s.DaemonCPUPerSendUs, s.ClientCPUPerSendUs)
 	}
 	return [][2]string{
 		{fmt.Sprintf("durable sends, 1 client (%d-byte content)", r.ContentBytes), row(r.One)},
@@ -100,6 +104,7 @@ func sendLoop(ctx context.Context, d *benchDaemon, nClients int, space string, n
 	cs := clients(d, nClients)
 	lats := make([][]time.Duration, len(cs))
 	cpu0, _ := procCPU(d.pid())
+	self0, _ := procCPU(os.Getpid())
 	start := time.Now()
 	err := parallel(len(cs), len(cs), func(w int) error {
 		for {
@@ -120,6 +125,7 @@ func sendLoop(ctx context.Context, d *benchDaemon, nClients int, space string, n
 	})
 	elapsed := time.Since(start)
 	cpu1, _ := procCPU(d.pid())
+	self1, _ := procCPU(os.Getpid())
 	var all []time.Duration
 	for _, l := range lats {
 		all = append(all, l...)
@@ -127,6 +133,7 @@ func sendLoop(ctx context.Context, d *benchDaemon, nClients int, space string, n
 	run := sendRun{Clients: len(cs), Sends: len(all), PerSecond: perSecond(len(all), elapsed), Latency: latencies(all)}
 	if len(all) > 0 {
 		run.DaemonCPUPerSendUs = round(float64((cpu1-cpu0).Microseconds())/float64(len(all)), 1)
+		run.ClientCPUPerSendUs = round(float64((self1-self0).Microseconds())/float64(len(all)), 1)
 	}
 	return run, err
 }
