@@ -19,9 +19,8 @@ import (
 // when it returns, which a crash of the process (kill -9) does not lose,
 // but not yet on disk, which a crash of the machine can. A write that must
 // survive that (a local send, an outbox entry, a space record) waits for
-// the group syncer: a sync covers every writer waiting when it began, so
-// concurrent durable writes share one sync, and up to maxSyncs syncs
-// overlap, so a write committed while one runs need not wait for its end. Messages from the
+// the group syncer: one goroutine syncing for every writer waiting at the
+// time, so concurrent durable writes share one sync. Messages from the
 // network (PutRelayed, PutBatch) do not wait; they can be fetched again
 // from peers, and the syncer also syncs within SyncInterval of any such
 // write.
@@ -48,22 +47,10 @@ import (
 // is 0.
 const DefaultSyncInterval = 200 * time.Millisecond
 
-// maxSyncs bounds the syncs running at once. A sync covers the writes
-// committed before it began; one committed while a sync runs needs the
-// next. With one sync at a time, that one waits for the running sync to
-// end before its own begins, nearly two syncs; with a few at once it
-// begins its own at once. Concurrent fdatasyncs of one file overlap on
-// the device: here, with a sync of a WAL page after each write, 1 writer
-// made 1,064–1,532 syncs/s, 2 made 2,715–4,511 and 4 made 4,642–5,963.
-// A waiter whose covering sync has begun waits for it rather than
-// beginning another, so writes still share syncs.
-const maxSyncs = 4
-
 // syncer is the group commit of a store on disk. A writer that needs a
-// sync runs it itself if none that began after its write is running (no
-// handoff to another goroutine for a lone writer) and fewer than maxSyncs
-// run, else waits for one, which covers every writer waiting by the time
-// it began.
+// sync runs it itself if none is running (no handoff to another goroutine
+// for a lone writer), else waits for the next one, which one of the
+// writers waiting by then runs for all of them.
 type syncer struct {
 	dir       string
 	dirty     atomic.Bool   // a write not yet synced that nobody waits for
@@ -73,34 +60,27 @@ type syncer struct {
 	vlogSkips atomic.Int64  // syncs that skipped the unchanged value log (tests)
 	mu        sync.Mutex
 	cond      *sync.Cond // signalled when a sync ends; on mu
-	running   int        // syncs running; guarded by mu
-	begun     uint64     // syncs begun (each one's number); guarded by mu
-	okUpTo    uint64     // the highest-numbered sync that ended well; guarded by mu
-	failed    uint64     // the highest-numbered sync that failed (0: none); guarded by mu
+	run       bool       // a sync is running; guarded by mu
+	begun     uint64     // syncs begun; guarded by mu
+	ended     uint64     // syncs ended (they end in order); guarded by mu
+	failed    uint64     // the last sync that failed (0: none); guarded by mu
 	err       error      // its error; guarded by mu
-	// What syncs know of the files, guarded by mu (a sync plans under mu
-	// and fdatasyncs without it, see syncPlan):
-	mem        activeFile        // the newest WAL
-	vlog       activeFile        // the newest value log
-	inUse      map[*os.File]int  // files planned syncs hold: by how many
-	retired    map[*os.File]bool // files replaced while held: closed when released
-	rotated    []string          // the older WAL and value log files, at the last listing
-	rotate     map[string]bool   // rotated files fsync'd, by name
-	dirF       *os.File          // the directory, open for fstat
+	// Used by the running sync only (and close):
+	mem        activeFile      // the newest WAL
+	vlog       activeFile      // the newest value log
+	rotated    []string        // the older WAL and value log files, at the last listing
+	rotate     map[string]bool // rotated files fsync'd, by name
+	dirF       *os.File        // the directory, open for fstat
 	listedOnce bool
 	mtime      time.Time // the directory's, at the last listing
 	listed     time.Time // when that listing started
-	vlogSynced bool      // vlog synced since it became the newest (by a sync that ended)
+	vlogSynced bool      // vlog synced since it became the newest
 	vlogMtime  time.Time // its time, read before that sync
 	vlogStart  time.Time // when that sync started
-	// beforeRun, when set (tests), runs before each sync's fdatasyncs,
-	// without mu.
-	beforeRun func()
 }
 
 func newSyncer(dir string) *syncer {
-	y := &syncer{dir: dir, rotate: make(map[string]bool), kick: make(chan struct{}, 1),
-		inUse: make(map[*os.File]int), retired: make(map[*os.File]bool)}
+	y := &syncer{dir: dir, rotate: make(map[string]bool), kick: make(chan struct{}, 1)}
 	y.cond = sync.NewCond(&y.mu)
 	return y
 }
@@ -114,44 +94,38 @@ func (y *syncer) wait() error {
 	}
 	y.mu.Lock()
 	defer y.mu.Unlock()
-	need := y.begun + 1 // a sync begun from now on covers the caller's writes
-	for {
-		switch {
-		case y.okUpTo >= need:
-			return nil
-		case y.failed >= need:
-			return y.err
-		case y.begun < need && y.running < maxSyncs:
+	need := y.begun + 1 // a sync begun from now on
+	for y.ended < need {
+		if !y.run {
 			y.syncLocked()
-		default:
-			y.cond.Wait() // for a sync that covers them, or a free one
+			continue
 		}
+		y.cond.Wait()
 	}
+	if y.failed >= need {
+		return y.err
+	}
+	return nil
 }
 
-// syncLocked runs one sync with mu released while it fdatasyncs. mu is
-// held, and fewer than maxSyncs run.
+// syncLocked runs one sync with mu released meanwhile. mu is held, and
+// no sync is running.
 func (y *syncer) syncLocked() {
-	y.running++
+	y.run = true
 	y.begun++
 	n := y.begun
+	y.mu.Unlock()
 	// Cleared before the sync: a write after this is covered by the next.
 	y.dirty.Store(false)
-	p, err := y.planLocked()
-	if err == nil {
-		y.mu.Unlock()
-		if y.beforeRun != nil {
-			y.beforeRun()
-		}
-		err = p.run()
-		y.mu.Lock()
-	}
-	y.endLocked(p)
+	err := y.sync()
 	if err != nil {
 		y.markDirty() // try again next time
-		y.failed, y.err = max(y.failed, n), err
-	} else {
-		y.okUpTo = max(y.okUpTo, n)
+	}
+	y.mu.Lock()
+	y.run = false
+	y.ended = n
+	if err != nil {
+		y.failed, y.err = n, err
 	}
 	y.cond.Broadcast()
 }
@@ -210,69 +184,41 @@ func (y *syncer) runPeriodic(ctx context.Context, interval time.Duration, logger
 
 // sync makes every write committed before it durable: fdatasync of the
 // newest WAL, of the newest value log if it changed, and of the rotated
-// files not synced yet. It is syncLocked's work without the bookkeeping
-// of waiters (tests).
+// files not synced yet.
 func (y *syncer) sync() error {
-	y.mu.Lock()
-	defer y.mu.Unlock()
-	y.running++
-	p, err := y.planLocked()
-	if err == nil {
-		y.mu.Unlock()
-		err = p.run()
-		y.mu.Lock()
-	}
-	y.endLocked(p)
-	return err
-}
-
-// syncPlan is what one sync fdatasyncs, chosen under mu (planLocked) and
-// synced without it (run), so that syncs overlap.
-type syncPlan struct {
-	mem, vlog *os.File // nil: none (or the value log unchanged)
-	memPath   string
-	vlogPath  string
-	vlogName  string
-	vlogMtime time.Time // the value log's time, read before its sync
-	vlogStart time.Time // when that sync started
-	rotated   []string  // rotated files to fsync, by path
-	rotateOK  []bool    // each one's fsync went well (run)
-	vlogErr   error     // the value log's fdatasync failed (run)
-}
-
-// planLocked lists the files if needed and plans a sync. mu is held.
-func (y *syncer) planLocked() (*syncPlan, error) {
 	y.syncs.Add(1)
-	p := &syncPlan{}
 	if err := y.list(); err != nil {
-		return p, err
+		return err
 	}
-	f, err := y.mem.open()
-	if err != nil {
-		return p, err
+	var errs []error
+	if err := y.mem.sync(); err != nil {
+		errs = append(errs, err)
 	}
-	p.mem, p.memPath = f, y.mem.path
-	y.hold(f)
-	if err := y.planVlog(p); err != nil {
-		return p, err
+	if err := y.syncVlog(); err != nil {
+		errs = append(errs, err)
 	}
 	for _, name := range y.rotated {
-		if !y.rotate[name] {
-			p.rotated = append(p.rotated, filepath.Join(y.dir, name))
+		if y.rotate[name] {
+			continue
 		}
+		if err := fsyncFile(filepath.Join(y.dir, name)); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		y.rotate[name] = true
 	}
-	return p, nil
+	return errors.Join(errs...)
 }
 
-// planVlog plans the fdatasync of the newest value log unless nothing was
-// written to it since a sync of it that ended. A write through its
-// mapping to a page a sync cleaned (or a new one) faults and sets the
-// file's time (a clock tick's resolution) before it writes. So if the
-// time is the one read just before that sync, and that sync started
-// dirSlack after it, no page was written since: a write after that start
-// would have set a later time, and one before it was covered (by
-// induction, the first sync of a file is never skipped). mu is held.
-func (y *syncer) planVlog(p *syncPlan) error {
+// syncVlog fdatasyncs the newest value log unless nothing was written to
+// it since its last sync. A write through its mapping to a page a sync
+// cleaned (or a new one) faults and sets the file's time (a clock tick's
+// resolution) before it writes. So if the time is the one read just
+// before the last sync, and that sync started dirSlack after it, no page
+// was written since: a write after that start would have set a later
+// time, and one before it was covered (by induction, the first sync of a
+// file is never skipped).
+func (y *syncer) syncVlog() error {
 	f, err := y.vlog.open()
 	if f == nil || err != nil {
 		return err // none, or gone: nothing to sync
@@ -286,90 +232,12 @@ func (y *syncer) planVlog(p *syncPlan) error {
 		y.vlogSkips.Add(1)
 		return nil
 	}
-	p.vlog, p.vlogPath, p.vlogName, p.vlogMtime, p.vlogStart = f, y.vlog.path, y.vlog.name, mtime, start
-	y.hold(f)
-	return nil
-}
-
-// run fdatasyncs what p plans, without mu: the files it holds stay open
-// until it is ended (see retire).
-func (p *syncPlan) run() error {
-	var errs []error
-	if p.mem != nil {
-		if err := fdatasync(p.mem); err != nil {
-			errs = append(errs, fmt.Errorf("fdatasync %s: %w", p.memPath, err))
-		}
-	}
-	if p.vlog != nil {
-		if err := fdatasync(p.vlog); err != nil {
-			p.vlogErr = fmt.Errorf("fdatasync %s: %w", p.vlogPath, err)
-			errs = append(errs, p.vlogErr)
-		}
-	}
-	p.rotateOK = make([]bool, len(p.rotated))
-	for i, path := range p.rotated {
-		if err := fsyncFile(path); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		p.rotateOK[i] = true
-	}
-	return errors.Join(errs...)
-}
-
-// endLocked records what a sync planned as p did, and releases the
-// files it held. mu is held.
-func (y *syncer) endLocked(p *syncPlan) {
-	y.running--
-	for i, ok := range p.rotateOK {
-		if ok {
-			y.rotate[filepath.Base(p.rotated[i])] = true
-		}
-	}
-	switch {
-	case p.vlog == nil:
-	case p.vlogErr != nil:
+	if err := y.vlog.sync(); err != nil {
 		y.vlogSynced = false
-	case p.vlogName == y.vlog.name:
-		y.vlogSynced, y.vlogMtime, y.vlogStart = true, p.vlogMtime, p.vlogStart
+		return err
 	}
-	y.release(p.mem)
-	y.release(p.vlog)
-}
-
-// hold records that a planned sync holds f (nil: nothing). mu is held.
-func (y *syncer) hold(f *os.File) {
-	if f != nil {
-		y.inUse[f]++
-	}
-}
-
-// release ends a hold of f, closing it if it was retired meanwhile. mu
-// is held.
-func (y *syncer) release(f *os.File) {
-	if f == nil {
-		return
-	}
-	if y.inUse[f]--; y.inUse[f] > 0 {
-		return
-	}
-	delete(y.inUse, f)
-	if y.retired[f] {
-		delete(y.retired, f)
-		_ = f.Close()
-	}
-}
-
-// retire closes f, replaced by a newer file, or, while a planned sync
-// holds it, once it is released. mu is held.
-func (y *syncer) retire(f *os.File) {
-	switch {
-	case f == nil:
-	case y.inUse[f] > 0:
-		y.retired[f] = true
-	default:
-		_ = f.Close()
-	}
+	y.vlogSynced, y.vlogMtime, y.vlogStart = true, mtime, start
+	return nil
 }
 
 // list finds the newest WAL and value log and the rotated files, listing
@@ -439,11 +307,8 @@ func (y *syncer) list() error {
 			delete(y.rotate, name)
 		}
 	}
-	if changed, old := y.mem.use(y.dir, mem); changed {
-		y.retire(old)
-	}
-	if changed, old := y.vlog.use(y.dir, vlog); changed {
-		y.retire(old)
+	y.mem.use(y.dir, mem)
+	if y.vlog.use(y.dir, vlog) {
 		y.vlogSynced = false
 	}
 	y.listedOnce, y.mtime, y.listed = true, mtime, listing
@@ -457,10 +322,8 @@ func (y *syncer) close() {
 	}
 	y.mu.Lock()
 	defer y.mu.Unlock()
-	_, old := y.mem.use("", "")
-	y.retire(old)
-	_, old = y.vlog.use("", "")
-	y.retire(old)
+	y.mem.use("", "")
+	y.vlog.use("", "")
 	if y.dirF != nil {
 		_ = y.dirF.Close()
 		y.dirF = nil
@@ -474,18 +337,19 @@ type activeFile struct {
 	f    *os.File // nil until first used
 }
 
-// use makes name (in dir) the file; "" for none. It reports a change,
-// and returns the file it held open (nil: none), for the caller to close.
-func (a *activeFile) use(dir, name string) (bool, *os.File) {
+// use makes name (in dir) the file; "" for none. It reports a change.
+func (a *activeFile) use(dir, name string) bool {
 	if name == a.name {
-		return false, nil
+		return false
 	}
-	old := a.f
+	if a.f != nil {
+		_ = a.f.Close()
+	}
 	*a = activeFile{name: name}
 	if name != "" {
 		a.path = filepath.Join(dir, name)
 	}
-	return true, old
+	return true
 }
 
 // open returns the file, opening it if needed: nil if there is none or
@@ -503,6 +367,18 @@ func (a *activeFile) open() (*os.File, error) {
 	}
 	a.f = f
 	return f, nil
+}
+
+// sync fdatasyncs the file; one gone needs nothing.
+func (a *activeFile) sync() error {
+	f, err := a.open()
+	if f == nil || err != nil {
+		return err
+	}
+	if err := fdatasync(f); err != nil {
+		return fmt.Errorf("fdatasync %s: %w", a.path, err)
+	}
+	return nil
 }
 
 // dirSlack bounds the granularity of file times (a clock tick, at most
