@@ -92,22 +92,9 @@ func (s *Store) index(space protocol.ID) (*rangeIndex, error) {
 
 // buildIndex reads space's time index (keys only) into l.
 func (s *Store) buildIndex(space protocol.ID, l *keyList) error {
-	err := s.db.View(func(txn *badger.Txn) error {
-		opts := badger.DefaultIteratorOptions
-		opts.PrefetchValues = false
-		opts.Prefix = timePrefix(space)
-		it := txn.NewIterator(opts)
-		defer it.Close()
-		for it.Rewind(); it.ValidForPrefix(opts.Prefix); it.Next() {
-			k, ok := timeKeySync(it.Item().Key())
-			if !ok {
-				return fmt.Errorf("bad time key %x", it.Item().Key())
-			}
-			if _, err := l.insert(k); err != nil { // in order: an append
-				return err
-			}
-		}
-		return nil
+	err := s.scanTimeKeys(space, protocol.MinSyncKey, func(k protocol.SyncKey) (bool, error) {
+		_, err := l.insert(k) // in order: an append
+		return err == nil, err
 	})
 	if err != nil {
 		return fmt.Errorf("build range index: %w", err)
@@ -119,7 +106,23 @@ func (s *Store) buildIndex(space protocol.ID, l *keyList) error {
 // lo <= k <= hi, in order: a cold block of its range index read back.
 func (s *Store) timeKeys(space protocol.ID, lo, hi protocol.SyncKey) ([]protocol.SyncKey, error) {
 	var keys []protocol.SyncKey
-	err := s.db.View(func(txn *badger.Txn) error {
+	err := s.scanTimeKeys(space, lo, func(k protocol.SyncKey) (bool, error) {
+		if hi.Less(k) {
+			return false, nil
+		}
+		keys = append(keys, k)
+		return true, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read range index block: %w", err)
+	}
+	return keys, nil
+}
+
+// scanTimeKeys calls fn with the sync keys of space's time index from lo
+// on, in order, in one read transaction, while it returns true.
+func (s *Store) scanTimeKeys(space protocol.ID, lo protocol.SyncKey, fn func(protocol.SyncKey) (bool, error)) error {
+	return s.db.View(func(txn *badger.Txn) error {
 		opts := badger.DefaultIteratorOptions
 		opts.PrefetchValues = false
 		opts.Prefix = timePrefix(space)
@@ -130,17 +133,12 @@ func (s *Store) timeKeys(space protocol.ID, lo, hi protocol.SyncKey) ([]protocol
 			if !ok {
 				return fmt.Errorf("bad time key %x", it.Item().Key())
 			}
-			if hi.Less(k) {
-				break
+			if more, err := fn(k); err != nil || !more {
+				return err
 			}
-			keys = append(keys, k)
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("read range index block: %w", err)
-	}
-	return keys, nil
 }
 
 // updateIndex applies committed inserts (add) or deletes (!add) of keys
