@@ -263,9 +263,12 @@ type pendingHead struct {
 // own update (endHeadsLocked) makes it a head only if none marked it.
 
 // beginHeads registers ids as pending, before their commit.
+// It takes only pendingMu: it runs under commitMu, and headsMu may be
+// held for a while by a first Heads of a space, which reads its heads from
+// disk; commits of every space would wait for that.
 func (s *Store) beginHeads(ids ...protocol.ID) {
-	s.headsMu.Lock()
-	defer s.headsMu.Unlock()
+	s.pendingMu.Lock()
+	defer s.pendingMu.Unlock()
 	for _, id := range ids {
 		p := s.pending[id]
 		if p == nil {
@@ -288,6 +291,8 @@ func (s *Store) cancelHeads(ids ...protocol.ID) {
 // endHeadsLocked ends one registration of id and reports whether a
 // child's heads update unheaded it since it began. headsMu is held.
 func (s *Store) endHeadsLocked(id protocol.ID) (named bool) {
+	s.pendingMu.Lock()
+	defer s.pendingMu.Unlock()
 	p := s.pending[id]
 	if p == nil {
 		return false
@@ -301,10 +306,14 @@ func (s *Store) endHeadsLocked(id protocol.ID) (named bool) {
 // unheadLocked applies a committed child's unheaded parents to the cached
 // heads and marks those pending. headsMu is held.
 func (s *Store) unheadLocked(unheaded []headRef) {
+	s.pendingMu.Lock()
 	for _, r := range unheaded {
 		if p := s.pending[r.id]; p != nil {
 			p.named = true
 		}
+	}
+	s.pendingMu.Unlock()
+	for _, r := range unheaded {
 		if hs, ok := s.heads[r.space]; ok {
 			delete(hs, r.id)
 		}

@@ -74,9 +74,10 @@ type Store struct {
 	headsMu sync.Mutex
 	heads   map[protocol.ID]map[protocol.ID]struct{}
 	// pending holds the messages being put whose commit may be visible
-	// and whose heads update has not run yet (see pendingHeads); guarded
-	// by headsMu.
-	pending map[protocol.ID]*pendingHead
+	// and whose heads update has not run yet (see pendingHead); guarded
+	// by pendingMu, which is taken after headsMu when both are held.
+	pendingMu sync.Mutex
+	pending   map[protocol.ID]*pendingHead
 	// afterCommit, when set (tests), runs after a Put's commit and
 	// before its heads update.
 	afterCommit func(m *Message)
