@@ -844,7 +844,7 @@ func (n *Node) presentedJoin(ctx context.Context, from peer.ID, wire []byte) err
 		// nothing: the issuer lost its role to a change ordered before
 		// the join (a removal of the same depth goes first). Tell the
 		// joiner, which would otherwise take itself for a member.
-		return errorf(api.CodeNotMember, "the join does nothing in this node's state: the invite's issuer %s may no longer invite", inv.IssuerID())
+		return errorf(api.CodeNotMember, "the join leaves %s a non-member in this node's state (the invite's issuer %s lost its role to a change ordered before the join, or %s was removed since)", from, inv.IssuerID(), from)
 	}
 	if err := n.mesh.Publish(ctx, m); err != nil {
 		n.log.Debug("publish presented join", "id", m.ID, "err", err)
