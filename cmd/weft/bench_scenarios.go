@@ -4,9 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -562,23 +559,11 @@ func syscallsOf(ds []*benchDaemon) [][2]int64 {
 func gossipCounts(ctx context.Context, ds []*benchDaemon) [2]int64 {
 	var out [2]int64
 	for _, d := range ds {
-		c := d.client()
-		hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var dl net.Dialer
-			return dl.DialContext(ctx, "unix", c.SocketPath())
-		}}}
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://weft/v1/metrics", nil)
+		text, err := d.c.Metrics(ctx)
 		if err != nil {
 			continue
 		}
-		resp, err := hc.Do(req)
-		if err != nil {
-			continue
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		hc.CloseIdleConnections()
-		for _, line := range strings.Split(string(b), "\n") {
+		for _, line := range strings.Split(text, "\n") {
 			for i, l := range []string{`weft_gossip_messages_total{result="delivered"} `, `weft_gossip_messages_total{result="duplicate"} `} {
 				if v, ok := strings.CutPrefix(line, l); ok {
 					f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)

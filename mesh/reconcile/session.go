@@ -204,9 +204,7 @@ func (s *session) process(ctx context.Context, in *exchange) (*exchange, error) 
 	for len(s.inflight) > pipelineDepth || len(s.inflight) > 0 && len(in.msgs) == 0 {
 		// The oldest is applied: beyond the depth, or when the peer sent
 		// no messages (the pipeline drains as the session ends).
-		d := s.inflight[0]
-		s.inflight = s.inflight[1:]
-		if err := s.apply(d); err != nil {
+		if err := s.applyOldest(); err != nil {
 			return nil, err
 		}
 	}
@@ -515,15 +513,20 @@ func (s *session) last() *delivery {
 // parents they name that we lack.
 func (s *session) settle() error {
 	for len(s.inflight) > 0 {
-		d := s.inflight[0]
-		s.inflight = s.inflight[1:]
-		if err := s.apply(d); err != nil {
+		if err := s.applyOldest(); err != nil {
 			s.drain()
 			return err
 		}
 	}
 	s.inflight = nil
 	return nil
+}
+
+// applyOldest takes the oldest delivery in flight and applies it.
+func (s *session) applyOldest() error {
+	d := s.inflight[0]
+	s.inflight = s.inflight[1:]
+	return s.apply(d)
 }
 
 // drain waits for the deliveries still in flight after one failed (they

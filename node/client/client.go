@@ -195,6 +195,21 @@ func decodeError(resp *http.Response) error {
 	return &Error{Status: resp.StatusCode, Code: "http_" + strconv.Itoa(resp.StatusCode), Message: fmt.Sprintf("daemon answered %s", resp.Status)}
 }
 
+// Metrics returns the daemon's metrics (GET /v1/metrics), in the
+// Prometheus text format.
+func (c *Client) Metrics(ctx context.Context) (string, error) {
+	resp, err := c.send(ctx, http.MethodGet, "/v1/metrics", nil, nil)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", fmt.Errorf("read GET /v1/metrics answer: %w", err)
+	}
+	return string(b), nil
+}
+
 // Node returns the daemon's identity and addresses.
 func (c *Client) Node(ctx context.Context) (api.Node, error) {
 	var n api.Node
