@@ -154,8 +154,9 @@ func (m *Mesh) advertiseLoop(ctx context.Context, ns string) {
 }
 
 // findLoop looks up the members of rendezvous namespace ns and connects to
-// those not yet connected, until ctx ends.
-func (m *Mesh) findLoop(ctx context.Context, ns string) {
+// those not yet connected, until ctx ends. found is told of each member
+// found once it is connected (or not, if the dial failed).
+func (m *Mesh) findLoop(ctx context.Context, ns string, found func(peer.ID)) {
 	wait := findFast
 	for round := 0; ; round++ {
 		switch {
@@ -167,11 +168,11 @@ func (m *Mesh) findLoop(ctx context.Context, ns string) {
 		if !advert.Sleep(ctx, wait) {
 			return
 		}
-		m.findOnce(ctx, ns)
+		m.findOnce(ctx, ns, found)
 	}
 }
 
-func (m *Mesh) findOnce(ctx context.Context, ns string) {
+func (m *Mesh) findOnce(ctx context.Context, ns string, found func(peer.ID)) {
 	fctx, cancel := context.WithTimeout(ctx, findTimeout)
 	defer cancel()
 	ch, err := m.disc.FindPeers(fctx, ns)
@@ -185,6 +186,9 @@ func (m *Mesh) findOnce(ctx context.Context, ns string) {
 		if ai.ID == m.h.ID() || m.h.Network().Connectedness(ai.ID) == network.Connected {
 			continue
 		}
-		wg.Go(func() { m.connectFound(ctx, ai, "rendezvous") })
+		wg.Go(func() {
+			m.connectFound(ctx, ai, "rendezvous")
+			found(ai.ID)
+		})
 	}
 }

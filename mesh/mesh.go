@@ -169,7 +169,14 @@ func New(ctx context.Context, key crypto.PrivKey, cfg Config) (_ *Mesh, err erro
 			reconcile.WithWindow(cfg.SyncWindow),
 			reconcile.WithOnReceived(m.spread),
 			reconcile.WithAccess(cfg.SpaceAccess),
-			reconcile.WithOnSession(cfg.OnSync),
+			reconcile.WithOnSession(func(se reconcile.Session) {
+				if se.Err == nil && !se.Space.IsZero() {
+					m.noteCircuit(se.Space, se.Peer)
+				}
+				if cfg.OnSync != nil {
+					cfg.OnSync(se)
+				}
+			}),
 		)
 		if err != nil {
 			return nil, err

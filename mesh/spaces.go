@@ -47,6 +47,8 @@ type space struct {
 	// stale counts the messages sync stored that gossip should have
 	// brought by then (see syncSink), since spread last looked.
 	stale atomic.Int64
+	// circuit: the members reached only through a relay (see circuitPeers).
+	circuit circuitPeers
 }
 
 // JoinSpace subscribes to space's topic, delivering its messages to sink,
@@ -115,7 +117,7 @@ func (m *Mesh) JoinSpace(id protocol.ID, sink Sink) error {
 	s.wg.Go(func() { m.receiveLoop(ctx, s, sink) })
 	if ns != "" {
 		s.wg.Go(func() { m.advertiseLoop(ctx, ns) })
-		s.wg.Go(func() { m.findLoop(ctx, ns) })
+		s.wg.Go(func() { m.findLoop(ctx, ns, func(p peer.ID) { m.noteCircuit(id, p) }) })
 	}
 	s.wg.Go(func() { m.watchMembers(ctx, s) })
 	if m.sync != nil {
@@ -479,6 +481,7 @@ func (m *Mesh) Publish(ctx context.Context, msg *protocol.Message) error {
 		return fmt.Errorf("publish %s: %w", msg.ID, err)
 	}
 	m.stored.add(msg.ID) // stored by the node before it publishes
+	m.syncCircuits(s)
 	return nil
 }
 

@@ -193,7 +193,7 @@ func TestSealedCLI(t *testing.T) {
 	// Stop all three so that their stores are flushed, then scan.
 	stopAll(t, da, db, dc)
 	for _, x := range []cli{a, b, c} {
-		if grepDir(t, x.Home, []byte(marker)) {
+		if testbed.DirHolds(t, x.Home, []byte(marker)) {
 			t.Errorf("%s holds the marker in plaintext", x.Home)
 		}
 	}

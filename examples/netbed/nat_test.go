@@ -51,7 +51,9 @@ func TestNAT(t *testing.T) {
 	hc, _ := behind("192.168.3.0/24", netns.Symmetric)
 
 	// The relay serves strangers: the NATed nodes are none of its members.
-	relay := start(t, "relay", pubHosts[0], "--reachability", "public", "--relay", "open")
+	// At debug level, so that the sealed space's check below reads all
+	// the relay says.
+	relay := start(t, "relay", pubHosts[0], "--reachability", "public", "--relay", "open", "--log-level", "debug")
 	boot := relay.addr(t, "tcp")
 	pub := []*node{relay}
 	for i, h := range pubHosts[1:] {
@@ -116,6 +118,76 @@ func TestNAT(t *testing.T) {
 	lat := exchange(t, all, "nat", 5, 60*time.Second)
 	t.Logf("summary nat: public=4 natted=3 (a, b cone; c symmetric) private_with_relay_addr=%v paths=%v dm_deliveries=%d dm_p50=%v dm_p99=%v space_deliveries=%d space_p50=%v space_p99=%v",
 		relayed.Round(time.Millisecond), paths, len(dmLat), pct(dmLat, 50), pct(dmLat, 99), len(lat), pct(lat, 50), pct(lat, 99))
+
+	sealedThroughRelay(t, relay, a, c)
+}
+
+// sealedThroughRelay: a and c, whose only path is a circuit through the
+// relay (c's NAT is symmetric, so hole punching fails), share a sealed
+// space of which the relay is no member. Both read each other's messages in
+// plaintext; the relay, stopped so that its store is flushed, holds no byte
+// of their marker in its home or in its debug log.
+func sealedThroughRelay(t *testing.T, relay, a, c *node) {
+	t.Helper()
+	ctx := context.Background()
+	if p := path(t, a, c); p != "relayed" {
+		t.Fatalf("a – c is %s: the check needs the relay between them", p)
+	}
+	sp, err := a.Client.CreateSealed(ctx, "sealed-nat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, err := a.Client.Invite(ctx, sp.ID, api.InviteRequest{Peer: c.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Client.JoinInvite(ctx, inv.Token); err != nil {
+		t.Fatalf("c: join: %v", err)
+	}
+	marker := fmt.Sprintf("sealed-nat-%d", time.Now().UnixNano())
+	for _, n := range []*node{a, c} {
+		if _, err := n.Client.SendText(ctx, sp.ID, marker+" from "+n.name); err != nil {
+			t.Fatalf("%s: send: %v", n.name, err)
+		}
+	}
+	for _, n := range []*node{a, c} {
+		testbed.Poll(t, 60*time.Second, n.name+" to read both in plaintext", func() (bool, string) {
+			page, err := n.Client.Read(ctx, sp.ID, "", 100)
+			if err != nil {
+				return false, err.Error()
+			}
+			got := 0
+			for _, m := range page.Messages {
+				if strings.Contains(string(m.Content), marker+" from ") {
+					got++
+				}
+			}
+			return got == 2, fmt.Sprintf("%d of 2 among %d", got, len(page.Messages))
+		})
+	}
+	if p := path(t, a, c); p != "relayed" {
+		t.Fatalf("a – c became %s: the relay may have carried nothing", p)
+	}
+	sps, err := relay.Client.Spaces(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range sps {
+		if s.ID == sp.ID {
+			t.Fatalf("the relay is in the sealed space")
+		}
+	}
+	if err := relay.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	log := relay.Log.String()
+	if !strings.Contains(log, "level=DEBUG") {
+		t.Fatalf("the relay's log is not at debug level: the scan proves less than it says")
+	}
+	if strings.Contains(log, marker) || testbed.DirHolds(t, relay.Home, []byte(marker)) {
+		t.Errorf("the relay holds the marker in plaintext")
+	}
+	t.Logf("sealed through the relay: a and c read both messages; the relay's home and log hold no plaintext")
 }
 
 // dm sends a direct message and waits until it is in the recipient's

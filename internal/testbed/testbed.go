@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -460,4 +461,27 @@ func (b *Buffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
+}
+
+// DirHolds reports whether any file under dir holds the bytes marker: how
+// the tests show that a store, a log or a home keeps no plaintext of what
+// it should not.
+func DirHolds(t testing.TB, dir string, marker []byte) bool {
+	t.Helper()
+	found := false
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		found = found || bytes.Contains(b, marker)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return found
 }

@@ -1,0 +1,46 @@
+package mesh
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// TestCircuitPeersBounded: a space's circuit members are bounded, added
+// once, and dropped once their connection is no longer limited-only. (The
+// whole path, two members behind NATs reaching each other only through a
+// relay, is examples/netbed's TestNAT.)
+func TestCircuitPeersBounded(t *testing.T) {
+	var c circuitPeers
+	ids := make([]peer.ID, maxCircuitPeers+5)
+	for i := range ids {
+		ids[i] = peer.ID(fmt.Sprintf("peer-%02d", i))
+	}
+	for i, p := range ids {
+		if got, want := c.add(p), i < maxCircuitPeers; got != want {
+			t.Fatalf("add #%d = %v, want %v", i, got, want)
+		}
+	}
+	if c.add(ids[0]) {
+		t.Fatal("a peer already in was added again")
+	}
+	// Keep the even ones: the odd ones leave, which makes room.
+	even := func(p peer.ID) bool { return slices.Index(ids, p)%2 == 0 }
+	kept := c.keep(even)
+	if len(kept) != maxCircuitPeers/2 {
+		t.Fatalf("kept %d, want %d", len(kept), maxCircuitPeers/2)
+	}
+	for _, p := range kept {
+		if !even(p) {
+			t.Fatalf("kept %s", p)
+		}
+	}
+	if !c.add(ids[maxCircuitPeers]) {
+		t.Fatal("no room after peers left")
+	}
+	if n := len(c.keep(func(peer.ID) bool { return true })); n != maxCircuitPeers/2+1 {
+		t.Fatalf("%d members, want %d", n, maxCircuitPeers/2+1)
+	}
+}
