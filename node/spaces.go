@@ -274,6 +274,9 @@ func (n *Node) draft(space protocol.ID, p Post) (protocol.Draft, error) {
 	if err != nil {
 		return d, fmt.Errorf("heads: %w", err)
 	}
+	if s := n.private.get(space); s != nil {
+		heads = s.parentsFor(heads)
+	}
 	if len(heads) > n.cfg.Limits.MaxPrev {
 		heads = heads[:n.cfg.Limits.MaxPrev]
 	}
