@@ -93,17 +93,25 @@ func (s spaceSink) deliverOne(ctx context.Context, m *protocol.Message) error {
 // (reconcile.BatchSink), parents first as far as created_at tells: each is
 // checked as Deliver checks it, and those of open spaces within their
 // space's limits are stored in one batch (store.PutBatch) rather than a
-// transaction each. A private space's messages go one by one through
-// ingest, in order: whether one is accepted depends on those accepted
-// before it (see ingestPrivate).
+// transaction each. A private space's are decided in order, since
+// whether one is accepted depends on those accepted before it, and
+// stored in batches too (see ingestPrivateBatch).
 func (s spaceSink) DeliverBatch(ctx context.Context, ms []*protocol.Message) []error {
 	n := s.n
 	errs := make([]error, len(ms))
 	spans := make([]trace.Span, len(ms))
 	bySpace := make(map[protocol.ID][]int)
-	for i, m := range ms {
-		if n.private.get(m.Space) != nil {
-			errs[i] = s.deliverOne(ctx, m)
+	for i := 0; i < len(ms); i++ {
+		m := ms[i]
+		if ps := n.private.get(m.Space); ps != nil {
+			// A run of one private space's messages: in order, in one
+			// batch (ingestPrivateBatch).
+			j := i + 1
+			for j < len(ms) && ms[j].Space == m.Space {
+				j++
+			}
+			n.ingestPrivateBatch(ctx, ps, ms[i:j], errs[i:j])
+			i = j - 1
 			continue
 		}
 		_, spans[i] = n.messageSpan(ctx, "process", n.spaceLabel(m.Space), m)

@@ -213,6 +213,20 @@ func (g *Graph) Add(m *protocol.Message) error {
 	return nil
 }
 
+// Forget removes m, an ordinary message (not a control message: those
+// shape every state after them) that was added before it was stored, when
+// storing it failed. Messages added after it that name it stay: a node's
+// record of a message holds no link to its parents. It reports whether m
+// was forgotten.
+func (g *Graph) Forget(id protocol.ID) bool {
+	if _, ctl := g.ctl[id]; ctl {
+		return false
+	}
+	_, ok := g.nodes[id]
+	delete(g.nodes, id)
+	return ok
+}
+
 // Current returns the state of every control message in the graph: the
 // membership after everything this node holds.
 func (g *Graph) Current() State { return g.resolve(g.all) }

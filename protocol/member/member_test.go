@@ -209,3 +209,31 @@ func TestOrderIndependent(t *testing.T) {
 		}
 	}
 }
+
+// TestGraphForget: an ordinary message added and then forgotten is gone
+// (and can be added again); a control message and the genesis are never
+// forgotten.
+func TestGraphForget(t *testing.T) {
+	owner := newActor(t)
+	g := genesis(t, owner)
+	gr, err := NewGraph(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := sign(t, owner, g.Space, "text", map[string]string{"text": "hi"}, t0.Add(time.Second), g.ID)
+	if err := gr.Add(m); err != nil {
+		t.Fatal(err)
+	}
+	if !gr.Forget(m.ID) || gr.Has(m.ID) {
+		t.Fatal("an ordinary message was not forgotten")
+	}
+	if gr.Forget(m.ID) {
+		t.Fatal("forgot a message twice")
+	}
+	if err := gr.Add(m); err != nil || !gr.Has(m.ID) {
+		t.Fatalf("added again: %v", err)
+	}
+	if gr.Forget(g.ID) || !gr.Has(g.ID) {
+		t.Fatal("forgot the genesis")
+	}
+}
