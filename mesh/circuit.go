@@ -1,7 +1,9 @@
 package mesh
 
 import (
+	"context"
 	"sync"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -9,28 +11,38 @@ import (
 	"github.com/weftmesh/weft/protocol"
 )
 
-// maxCircuitPeers bounds a space's circuit members (see circuitPeers).
-const maxCircuitPeers = 32
+// Circuit members (see circuitPeers).
+const (
+	// maxCircuitPeers bounds a space's circuit members.
+	maxCircuitPeers = 32
+	// circuitGap is the least time between two rounds of syncs with a
+	// space's circuit members: publications meanwhile share the next round.
+	circuitGap = 250 * time.Millisecond
+)
 
 // circuitPeers are the members of a space whose only connection to this
 // node is a limited one: a circuit through a relay, as between two nodes
-// behind NATs that hole punching cannot cross (a symmetric NAT). gossipsub
+// behind NATs that hole punching cannot cross (a symmetric one). gossipsub
 // takes no peer it is connected to only so (it waits for a direct
 // connection), so such a member never shows in the space's topic, and
 // neither gossip nor sync, which picks its peers from the topic, would
 // carry a message between the two. Sync runs over circuits, so the mesh
-// carries the space to its circuit members by sync instead: after each
-// message this node publishes, and every sync interval.
+// carries the space to its circuit members by sync instead: a round of
+// sessions after the messages this node publishes (at most one round per
+// circuitGap), and every sync interval.
 //
-// A peer becomes a circuit member of a space when a sync session for the
-// space with it succeeds (either side: the peer's access to the space was
-// checked), or when the space's rendezvous finds it, while its connection
-// is limited. It stops being one once that is no longer so (it went away,
-// or a direct connection brought it into the topic). The set is bounded
-// (maxCircuitPeers): a peer that would overflow it is not taken.
+// A peer becomes a circuit member of a space while its connection is
+// limited and the space's access rule (Config.SpaceAccess) lets it take
+// part: when a sync session for the space with it ends well (either side),
+// or when the space's rendezvous finds it. It stops being one when that
+// is no longer so (it went away, a direct connection brought it into the
+// topic, it lost access) and when a session with it fails. The set is
+// bounded (maxCircuitPeers): a peer that would overflow it is not taken.
 type circuitPeers struct {
 	mu sync.Mutex
 	m  map[peer.ID]struct{}
+	// due wakes the space's circuit loop for a round (see Mesh.circuitLoop).
+	due chan struct{}
 }
 
 // add takes p in and reports whether it was new.
@@ -45,6 +57,13 @@ func (c *circuitPeers) add(p peer.ID) bool {
 	}
 	c.m[p] = struct{}{}
 	return true
+}
+
+// drop lets p go.
+func (c *circuitPeers) drop(p peer.ID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.m, p)
 }
 
 // keep drops every peer for which still is false and returns the others.
@@ -62,22 +81,49 @@ func (c *circuitPeers) keep(still func(peer.ID) bool) []peer.ID {
 	return out
 }
 
-// limitedOnly reports whether p's only connections to this node are
-// limited ones.
-func (m *Mesh) limitedOnly(p peer.ID) bool {
-	return m.h.Network().Connectedness(p) == network.Limited
+// wake asks for a round of syncs with the circuit members, unless one is
+// asked for already.
+func (c *circuitPeers) wake() {
+	select {
+	case c.due <- struct{}{}:
+	default:
+	}
 }
 
-// noteCircuit takes p in as a circuit member of space if its only
-// connection is limited, and syncs with it at once when it is new.
-func (m *Mesh) noteCircuit(space protocol.ID, p peer.ID) {
-	if m.sync == nil || p == m.h.ID() || !m.limitedOnly(p) {
+// circuitPeer reports whether p may be a circuit member of space now: its
+// only connections are limited ones, and it may take part in the space.
+func (m *Mesh) circuitPeer(space protocol.ID, p peer.ID) bool {
+	return p != m.h.ID() && m.h.Network().Connectedness(p) == network.Limited &&
+		(m.spaceAccess == nil || m.spaceAccess(space, p))
+}
+
+// sessionEnded is told of every sync session for a joined space: one that
+// ended well makes its peer a circuit member (if it is one, see
+// circuitPeer), one that failed drops it.
+func (m *Mesh) sessionEnded(space protocol.ID, p peer.ID, err error) {
+	if err == nil {
+		m.noteCircuit(space, p)
 		return
 	}
+	if s := m.joined(space); s != nil {
+		s.circuit.drop(p)
+	}
+}
+
+// joined returns the joined space, or nil.
+func (m *Mesh) joined(space protocol.ID) *space {
 	m.mu.RLock()
-	s, ok := m.spaces[space]
-	m.mu.RUnlock()
-	if ok && s.circuit.add(p) {
+	defer m.mu.RUnlock()
+	return m.spaces[space]
+}
+
+// noteCircuit takes p in as a circuit member of space if it may be one,
+// and syncs with it at once when it is new.
+func (m *Mesh) noteCircuit(space protocol.ID, p peer.ID) {
+	if m.sync == nil || !m.circuitPeer(space, p) {
+		return
+	}
+	if s := m.joined(space); s != nil && s.circuit.add(p) {
 		m.log.Debug("space member reached through a circuit: synced instead of gossiped", "space", space, "peer", p)
 		m.sync.Trigger(p, space)
 	}
@@ -88,7 +134,26 @@ func (m *Mesh) syncCircuits(s *space) {
 	if m.sync == nil {
 		return
 	}
-	for _, p := range s.circuit.keep(m.limitedOnly) {
+	for _, p := range s.circuit.keep(func(p peer.ID) bool { return m.circuitPeer(s.id, p) }) {
 		m.sync.Trigger(p, s.id)
+	}
+}
+
+// circuitLoop runs the rounds of syncs with the space's circuit members
+// that publications ask for (circuitPeers.wake), at most one per
+// circuitGap, until ctx ends.
+func (m *Mesh) circuitLoop(ctx context.Context, s *space) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.circuit.due:
+		}
+		m.syncCircuits(s)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(circuitGap):
+		}
 	}
 }

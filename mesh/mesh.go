@@ -58,7 +58,9 @@ type Mesh struct {
 	sync      *reconcile.Service // nil without Config.History
 	history   reconcile.Store
 	syncEvery time.Duration
-	rdv       func(protocol.ID) string // Config.SpaceRendezvous
+	// spaceAccess is Config.SpaceAccess (nil: every peer may take part).
+	spaceAccess func(protocol.ID, peer.ID) bool
+	rdv         func(protocol.ID) string // Config.SpaceRendezvous
 
 	cancel context.CancelFunc // stops everything started in New
 	done   <-chan struct{}    // closed by cancel
@@ -108,21 +110,22 @@ func New(ctx context.Context, key crypto.PrivKey, cfg Config) (_ *Mesh, err erro
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	m := &Mesh{
-		h:         h,
-		access:    acc,
-		members:   newMembers(h.ConnManager()),
-		log:       cfg.Logger,
-		now:       cfg.Now,
-		lim:       cfg.Limits,
-		verify:    protocol.NewVerifier(),
-		bootstrap: boot,
-		history:   cfg.History,
-		syncEvery: cfg.SyncInterval,
-		cancel:    cancel,
-		done:      runCtx.Done(),
-		hookCh:    make(chan func(peer.ID, []ma.Multiaddr)),
-		spaces:    make(map[protocol.ID]*space),
-		rdv:       cfg.SpaceRendezvous,
+		h:           h,
+		access:      acc,
+		members:     newMembers(h.ConnManager()),
+		log:         cfg.Logger,
+		now:         cfg.Now,
+		lim:         cfg.Limits,
+		verify:      protocol.NewVerifier(),
+		bootstrap:   boot,
+		history:     cfg.History,
+		syncEvery:   cfg.SyncInterval,
+		spaceAccess: cfg.SpaceAccess,
+		cancel:      cancel,
+		done:        runCtx.Done(),
+		hookCh:      make(chan func(peer.ID, []ma.Multiaddr)),
+		spaces:      make(map[protocol.ID]*space),
+		rdv:         cfg.SpaceRendezvous,
 	}
 	defer func() {
 		if err != nil {
@@ -170,8 +173,8 @@ func New(ctx context.Context, key crypto.PrivKey, cfg Config) (_ *Mesh, err erro
 			reconcile.WithOnReceived(m.spread),
 			reconcile.WithAccess(cfg.SpaceAccess),
 			reconcile.WithOnSession(func(se reconcile.Session) {
-				if se.Err == nil && !se.Space.IsZero() {
-					m.noteCircuit(se.Space, se.Peer)
+				if !se.Space.IsZero() {
+					m.sessionEnded(se.Space, se.Peer, se.Err)
 				}
 				if cfg.OnSync != nil {
 					cfg.OnSync(se)
@@ -226,15 +229,13 @@ func (m *Mesh) Close() error {
 	m.mu.Unlock()
 
 	m.cancel() // gossipsub (and the loops: see shutdown)
-	var errs []error
 	for _, s := range spaces {
-		// With gossipsub stopped, closing a topic or removing its
-		// validator only reports that it has stopped.
-		if err := m.stopSpace(s); err != nil && !errors.Is(err, context.Canceled) {
-			errs = append(errs, err)
-		}
+		// Only weft's part: gossipsub is gone, and a subscription
+		// cancelled or a topic closed now might still reach its loop
+		// before it ends, and be left with a PRUNE.
+		m.endSpace(s)
 	}
-	errs = append(errs, m.shutdown())
+	errs := []error{m.shutdown()}
 	return errors.Join(errs...)
 }
 

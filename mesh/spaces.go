@@ -110,6 +110,7 @@ func (m *Mesh) JoinSpace(id protocol.ID, sink Sink) error {
 	// request, so their context starts afresh.
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &space{id: id, topic: topic, sub: sub, cancel: cancel, flight: m.flight}
+	s.circuit.due = make(chan struct{}, 1)
 	ns := protocol.Rendezvous(id)
 	if m.rdv != nil {
 		ns = m.rdv(id)
@@ -123,6 +124,7 @@ func (m *Mesh) JoinSpace(id protocol.ID, sink Sink) error {
 	if m.sync != nil {
 		m.sync.Join(id, newSyncSink(sink, m.flight, &m.stored, m.fresh, &s.stale))
 		s.wg.Go(func() { m.syncEvents(ctx, s) })
+		s.wg.Go(func() { m.circuitLoop(ctx, s) })
 		if m.syncEvery > 0 {
 			s.wg.Go(func() { m.syncLoop(ctx, s) })
 		}
@@ -157,19 +159,25 @@ func (m *Mesh) LeaveSpace(id protocol.ID) error {
 // stopSpace tears a space down. The caller holds opMu and has removed s
 // from m.spaces.
 func (m *Mesh) stopSpace(s *space) error {
-	if m.sync != nil {
-		m.sync.Leave(s.id)
-	}
-	s.cancel()
 	s.sub.Cancel()
-	s.wg.Wait()
-	m.members.forget(s.id)
+	m.endSpace(s)
 	// Cancel has been handled by the pubsub loop when it returns, so the
 	// topic has no subscription left and may close.
 	return errors.Join(
 		s.topic.Close(),
 		m.ps.UnregisterTopicValidator(s.topic.String()),
 	)
+}
+
+// endSpace stops weft's part of a space: its sync, its loops (which end
+// with the space's context, the receive loop too) and its member list.
+func (m *Mesh) endSpace(s *space) {
+	if m.sync != nil {
+		m.sync.Leave(s.id)
+	}
+	s.cancel()
+	s.wg.Wait()
+	m.members.forget(s.id)
 }
 
 // syncSink is a space's Sink as sync sessions see it: a message that
@@ -481,7 +489,7 @@ func (m *Mesh) Publish(ctx context.Context, msg *protocol.Message) error {
 		return fmt.Errorf("publish %s: %w", msg.ID, err)
 	}
 	m.stored.add(msg.ID) // stored by the node before it publishes
-	m.syncCircuits(s)
+	s.circuit.wake()
 	return nil
 }
 
