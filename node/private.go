@@ -321,8 +321,24 @@ func (n *Node) ingestPrivate(ctx context.Context, s *privSpace, m *protocol.Mess
 	if err != nil {
 		return e, added, err
 	}
-	n.accepted(ctx, s, m)
+	n.ingestHeld(ctx, s, n.accepted(ctx, s, m))
 	return e, added, nil
+}
+
+// ingestHeld takes in held messages whose parent has just been accepted,
+// as ingestPrivateBatch does a sync exchange's; what it refuses is
+// logged. The caller holds s.mu.
+func (n *Node) ingestHeld(ctx context.Context, s *privSpace, ready []*protocol.Message) {
+	if len(ready) == 0 {
+		return
+	}
+	errs := make([]error, len(ready))
+	n.ingestLocked(ctx, s, ready, errs)
+	for i, err := range errs {
+		if err != nil {
+			n.log.Warn("private space: held message", "id", ready[i].ID, "err", err)
+		}
+	}
 }
 
 // ingestPrivateBatch is ingest, via "mesh", for ms, messages of private
@@ -340,50 +356,87 @@ func (n *Node) ingestPrivate(ctx context.Context, s *privSpace, m *protocol.Mess
 func (n *Node) ingestPrivateBatch(ctx context.Context, s *privSpace, ms []*protocol.Message, errs []error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var run []int // ordinary messages in the graph, to store
+	n.ingestLocked(ctx, s, ms, errs)
+}
+
+// ingestLocked is ingestPrivateBatch under s.mu. The messages held for
+// one it takes in are decided after the others, in the same batches: sync
+// brings a space's ranges in no causal order, and a private catch-up held
+// thousands, each stored on its own when its parent came.
+func (n *Node) ingestLocked(ctx context.Context, s *privSpace, ms []*protocol.Message, errs []error) {
+	var (
+		items []*protocol.Message // ms parents first, then what they free
+		at    []int               // items[k] is ms[at[k]], or freed if -1
+		run   []int               // items in the graph, to store together
+	)
+	for _, i := range parentsFirst(ms) {
+		items, at = append(items, ms[i]), append(at, i)
+	}
+	free := func(ready []*protocol.Message) {
+		for _, c := range ready {
+			items, at = append(items, c), append(at, -1)
+		}
+	}
+	fail := func(k int, err error) {
+		if i := at[k]; i >= 0 {
+			errs[i] = err
+		} else {
+			n.log.Warn("private space: held message", "id", items[k].ID, "err", err)
+		}
+	}
 	flush := func() {
 		if len(run) == 0 {
 			return
 		}
 		batch := make([]store.Message, len(run))
-		for k, i := range run {
-			batch[k] = storeMessage(ms[i])
+		for j, k := range run {
+			batch[j] = storeMessage(items[k])
 		}
 		lim := n.limitsOf(s.graph.Space())
 		res, err := n.store.PutBatch(ctx, batch, store.Quota{SpaceBytes: lim.MaxBytes, SenderBytes: lim.MaxSenderBytes})
-		for k, i := range run {
-			m := ms[i]
-			switch {
-			case err != nil:
-				errs[i] = fmt.Errorf("store: %w", err)
-			case errors.Is(res[k].Err, store.ErrQuota):
-				errs[i] = n.refusal(m, "mesh", res[k].Err)
-			case res[k].Err != nil:
-				errs[i] = fmt.Errorf("store: %w", res[k].Err)
-			}
-			if errs[i] != nil {
-				s.graph.Forget(m.ID)
-				continue
-			}
-			if res[k].Added {
-				n.cfg.Metrics.MessageReceived(m.Space.String())
-			}
-			n.accepted(ctx, s, m)
-		}
 		if err != nil {
 			n.log.Warn("store messages", "via", "mesh", "space", s.graph.Space(), "count", len(run), "err", err)
 		}
+		for j, k := range run {
+			m := items[k]
+			var bad error
+			switch {
+			case err != nil:
+				bad = fmt.Errorf("store: %w", err)
+			case errors.Is(res[j].Err, store.ErrQuota):
+				bad = n.refusal(m, "mesh", res[j].Err)
+			case res[j].Err != nil:
+				bad = fmt.Errorf("store: %w", res[j].Err)
+			}
+			if bad != nil {
+				s.graph.Forget(m.ID)
+				fail(k, bad)
+				continue
+			}
+			if res[j].Added {
+				n.cfg.Metrics.MessageReceived(m.Space.String())
+			}
+			free(n.accepted(ctx, s, m))
+		}
 		run = run[:0]
 	}
-	for i, m := range ms {
+	// Until nothing is left to decide: a flush frees what waited for the
+	// messages it stores.
+	for k := 0; k < len(items) || len(run) > 0; k++ {
+		if k == len(items) {
+			flush()
+			k--
+			continue
+		}
+		m := items[k]
 		if s.graph.Has(m.ID) {
-			continue // stored, or held in this batch
+			continue // stored, or taken in here
 		}
 		missing, err := s.check(m)
 		switch {
 		case err != nil:
 			n.log.Info("private space: message refused", "via", "mesh", "space", m.Space, "id", m.ID, "from", m.From, "err", err)
-			errs[i] = fmt.Errorf("%v: %w", err, mesh.ErrDeclined)
+			fail(k, fmt.Errorf("%v: %w", err, mesh.ErrDeclined))
 			continue
 		case len(missing) > 0:
 			s.hold(m, missing)
@@ -391,7 +444,7 @@ func (n *Node) ingestPrivateBatch(ctx context.Context, s *privSpace, ms []*proto
 		}
 		if err := n.admitLimits(m); err != nil {
 			if has, _ := n.store.Has(m.ID); !has {
-				errs[i] = n.refusal(m, "mesh", err)
+				fail(k, n.refusal(m, "mesh", err))
 			}
 			continue
 		}
@@ -399,22 +452,81 @@ func (n *Node) ingestPrivateBatch(ctx context.Context, s *privSpace, ms []*proto
 			flush()
 			_, added, err := n.put(ctx, m, "mesh")
 			if err != nil {
-				errs[i] = err
+				fail(k, err)
 				continue
 			}
 			if added {
 				n.cfg.Metrics.MessageReceived(m.Space.String())
 			}
-			n.accepted(ctx, s, m)
+			free(n.accepted(ctx, s, m))
 			continue
 		}
 		if err := s.graph.Add(m); err != nil {
-			errs[i] = err
+			fail(k, err)
 			continue
 		}
-		run = append(run, i)
+		run = append(run, k)
+		// What waits for m is decided after it, in this batch.
+		free(s.pending[m.ID])
+		for _, c := range s.pending[m.ID] {
+			delete(s.held, c.ID)
+		}
+		delete(s.pending, m.ID)
+		if len(run) == maxPrivateRun {
+			flush()
+		}
 	}
-	flush()
+}
+
+// maxPrivateRun bounds the messages ingestLocked stores in one batch.
+const maxPrivateRun = 1024
+
+// parentsFirst returns the indexes of ms in an order where each message
+// comes after those of ms it names in its Prev, and otherwise in the order
+// of ms. A sync exchange comes in sync order (time, then ID), where a child
+// sent in the same millisecond as its parent may come first: decided in
+// that order it would be held for its parent and stored on its own after.
+func parentsFirst(ms []*protocol.Message) []int {
+	at := make(map[protocol.ID]int, len(ms))
+	for i, m := range ms {
+		if _, dup := at[m.ID]; !dup {
+			at[m.ID] = i
+		}
+	}
+	const (
+		unseen = iota
+		open   // its parents are being placed
+		placed
+	)
+	state := make([]uint8, len(ms))
+	out := make([]int, 0, len(ms))
+	var stack []int
+	for i := range ms {
+		if state[i] != unseen {
+			continue
+		}
+		stack = append(stack[:0], i)
+		for len(stack) > 0 {
+			j := stack[len(stack)-1]
+			if state[j] == unseen {
+				state[j] = open
+				// Pushed in reverse, so that parents are placed in
+				// the order they are named.
+				for k := len(ms[j].Prev) - 1; k >= 0; k-- {
+					if p, ok := at[ms[j].Prev[k]]; ok && state[p] == unseen {
+						stack = append(stack, p)
+					}
+				}
+				continue
+			}
+			stack = stack[:len(stack)-1]
+			if state[j] == open {
+				state[j] = placed
+				out = append(out, j)
+			}
+		}
+	}
+	return out
 }
 
 // parentsFor returns the parents a message this node sends now names,
@@ -488,9 +600,10 @@ func (s *privSpace) hold(m *protocol.Message, missing []protocol.ID) {
 	s.pending[missing[0]] = append(s.pending[missing[0]], m)
 }
 
-// accepted records m, stored, in the graph, and takes in the held messages
-// it was the last missing parent of. The caller holds s.mu.
-func (n *Node) accepted(ctx context.Context, s *privSpace, m *protocol.Message) {
+// accepted records m, stored, in the graph, and acts on what it changes;
+// it returns the messages held for m, to be decided again (they may wait
+// for another parent still; see ingestHeld). The caller holds s.mu.
+func (n *Node) accepted(ctx context.Context, s *privSpace, m *protocol.Message) (ready []*protocol.Message) {
 	queue := []*protocol.Message{m}
 	control := false
 	var joiners []peer.ID
@@ -529,23 +642,11 @@ func (n *Node) accepted(ctx context.Context, s *privSpace, m *protocol.Message) 
 			if s.graph.Has(c.ID) {
 				continue
 			}
-			missing, err := s.check(c)
-			switch {
-			case err != nil:
-				n.log.Info("private space: held message refused", "space", c.Space, "id", c.ID, "from", c.From, "err", err)
-			case len(missing) > 0:
-				s.hold(c, missing)
-			default:
-				if _, _, err := n.put(ctx, c, "held"); err != nil {
-					n.log.Warn("private space: store held message", "id", c.ID, "err", err)
-					continue
-				}
-				queue = append(queue, c)
-			}
+			ready = append(ready, c)
 		}
 	}
 	if !control {
-		return
+		return ready
 	}
 	before := s.current.Load()
 	st := s.graph.Current()
@@ -599,6 +700,7 @@ func (n *Node) accepted(ctx context.Context, s *privSpace, m *protocol.Message) 
 		// One who left (a leave carries no rekey) holds the current key.
 		n.rotateLater(m.Space, s)
 	}
+	return ready
 }
 
 // CreatePrivate makes a members-only space called name, owned by this
