@@ -140,6 +140,9 @@ func (s *Store) batchOnce(ms []Message, idx []int, q Quota, results []PutResult)
 	var dups []int
 	plans := make([]batchPlan, 0, len(idx))
 	planned := make(map[protocol.ID]bool, len(idx)) // new messages read so far
+	// Parents not new in the batch, as read for their first child in it:
+	// siblings (messages sent at once name the same heads) read them once.
+	parents := make(map[protocol.ID]batchParent)
 	for _, i := range idx {
 		m := &ms[i]
 		results[i] = PutResult{}
@@ -173,6 +176,13 @@ func (s *Store) batchOnce(ms []Message, idx []int, q Quota, results []PutResult)
 				p.parents = append(p.parents, bp)
 				continue
 			}
+			if known, ok := parents[parent]; ok {
+				// Read for a sibling of m in this batch: what the batch
+				// writes of it depends on that read, not on m's (see
+				// linked in writeBatched), and it is in txn's reads.
+				p.parents = append(p.parents, known)
+				continue
+			}
 			val, err := get(txn, messageKey(parent))
 			switch {
 			case err == nil:
@@ -190,6 +200,7 @@ func (s *Store) batchOnce(ms []Message, idx []int, q Quota, results []PutResult)
 				return fmt.Errorf("parent %s of %s: %w", parent, m.ID, err)
 			}
 			p.parents = append(p.parents, bp)
+			parents[parent] = bp
 		}
 		plans = append(plans, p)
 		planned[m.ID] = true
@@ -214,7 +225,7 @@ func (s *Store) batchOnce(ms []Message, idx []int, q Quota, results []PutResult)
 	}
 	for _, p := range plans {
 		m := ms[p.i]
-		c, err := s.chargeLocked(txn, m, q)
+		c, err := s.chargeBookLocked(m, q)
 		if errors.Is(err, ErrQuota) {
 			results[p.i].Err = fmt.Errorf("store: put %s: %w", m.ID, err)
 			continue
@@ -224,6 +235,10 @@ func (s *Store) batchOnce(ms []Message, idx []int, q Quota, results []PutResult)
 		}
 		charges = append(charges, c)
 		kept = append(kept, p)
+	}
+	// The counters the batch charged, once each, with its totals.
+	if err := s.writeUsageLocked(txn, charges); err != nil {
+		return fail(fmt.Errorf("put batch: usage: %w", err))
 	}
 	// A message of the batch that another one written with it names, in
 	// either order, is never a head: its head key is neither set nor

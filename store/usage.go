@@ -148,6 +148,21 @@ func (b *usageBook) senderLocked(db *badger.DB, sb *spaceBook, space protocol.ID
 // totals into txn. commitMu must be held, and the caller must settle or
 // undo the charge once the transaction has committed or failed.
 func (s *Store) chargeLocked(txn *badger.Txn, m Message, q Quota) (charge, error) {
+	c, err := s.chargeBookLocked(m, q)
+	if err != nil {
+		return charge{}, err
+	}
+	if err := s.writeUsageLocked(txn, []charge{c}); err != nil {
+		s.undo(c)
+		return charge{}, err
+	}
+	return c, nil
+}
+
+// chargeBookLocked is chargeLocked without the write: the caller writes
+// the counters its charges touched once they are all made (see
+// writeUsageLocked), as a batch does. commitMu must be held.
+func (s *Store) chargeBookLocked(m Message, q Quota) (charge, error) {
 	b := s.usage
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -166,23 +181,52 @@ func (s *Store) chargeLocked(txn *badger.Txn, m Message, q Quota) (charge, error
 	if q.SenderBytes > 0 && u.Bytes+size > q.SenderBytes {
 		return charge{}, fmt.Errorf("%w: the space holds %d bytes from %s, %d more would pass the quota of %d per sender", ErrQuota, u.Bytes, senderName(m.From), size, q.SenderBytes)
 	}
-	total := Usage{Bytes: sb.total.Bytes + size, Count: sb.total.Count + 1}
-	su := u.SenderUsage
-	su.Bytes += size
-	su.Count++
-	if su.Since == 0 {
-		su.Since = s.nowMilli()
+	sb.total = Usage{Bytes: sb.total.Bytes + size, Count: sb.total.Count + 1}
+	u.Bytes += size
+	u.Count++
+	if u.Since == 0 {
+		u.Since = s.nowMilli()
 	}
-	if err := txn.Set(usageKey(m.Space), encodeUsage(total)); err != nil {
-		return charge{}, err
-	}
-	if err := txn.Set(senderUsageKey(m.Space, m.From), encodeSenderUsage(su)); err != nil {
-		return charge{}, err
-	}
-	sb.total = total
-	u.SenderUsage = su
 	u.inflight++
 	return charge{space: m.Space, from: m.From, size: size}, nil
+}
+
+// writeUsageLocked writes into txn the book's totals of each space and
+// sender that cs charged, once each: with commitMu held since the charges
+// were made, they are the totals of every Put committed or committing
+// before txn, its own charges included (a batch of a thousand messages of
+// one space wrote its counter a thousand times, one Set each).
+func (s *Store) writeUsageLocked(txn *badger.Txn, cs []charge) error {
+	b := s.usage
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	spaces := make(map[protocol.ID]struct{}, 1)
+	senders := make(map[senderRef]struct{})
+	for _, c := range cs {
+		k := senderRef{c.space, c.from}
+		if _, ok := senders[k]; ok {
+			continue
+		}
+		senders[k] = struct{}{}
+		sb, ok := b.spaces[c.space]
+		if !ok {
+			return fmt.Errorf("usage of %s: not in the book", c.space)
+		}
+		if _, ok := spaces[c.space]; !ok {
+			spaces[c.space] = struct{}{}
+			if err := txn.Set(usageKey(c.space), encodeUsage(sb.total)); err != nil {
+				return err
+			}
+		}
+		u, ok := sb.senders[c.from]
+		if !ok {
+			return fmt.Errorf("usage of %s in %s: not in the book", senderName(c.from), c.space)
+		}
+		if err := txn.Set(senderUsageKey(c.space, c.from), encodeSenderUsage(u.SenderUsage)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // settle ends a charge whose transaction committed.
