@@ -149,6 +149,10 @@ func (f *fake) ReadWithin(space protocol.ID, after store.Cursor, limit, maxBytes
 	}
 	return out, out[len(out)-1].Cursor, false, nil
 }
+func (f *fake) ReadTail(space protocol.ID, t store.Tail, limit, maxBytes int) ([]node.Message, store.Tail, bool, error) {
+	ms, next, cut, err := f.ReadWithin(space, t.After, limit, maxBytes)
+	return ms, store.Tail{After: next}, cut, err
+}
 func (f *fake) End(space protocol.ID) (store.Cursor, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

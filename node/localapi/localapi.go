@@ -56,6 +56,7 @@ type Backend interface {
 	Leave(ctx context.Context, ref string) error
 	Send(ctx context.Context, space protocol.ID, p node.Post) (node.Message, error)
 	ReadWithin(space protocol.ID, after store.Cursor, limit, maxBytes int) ([]node.Message, store.Cursor, bool, error)
+	ReadTail(space protocol.ID, t store.Tail, limit, maxBytes int) ([]node.Message, store.Tail, bool, error)
 	End(space protocol.ID) (store.Cursor, error)
 	Changed(space protocol.ID) <-chan struct{}
 	Get(id protocol.ID) (node.Message, error)

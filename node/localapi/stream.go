@@ -9,6 +9,7 @@ import (
 
 	"github.com/weftmesh/weft/internal/jsonx"
 	"github.com/weftmesh/weft/node"
+	"github.com/weftmesh/weft/store"
 
 	"github.com/weftmesh/weft/protocol"
 )
@@ -99,9 +100,10 @@ func (a *API) streamEvents(w http.ResponseWriter, r *http.Request, space protoco
 	defer tick.Stop()
 	ctx := r.Context()
 	var buf []byte
+	tail := store.Tail{After: after}
 	for {
 		changed := a.b.Changed(space)
-		msgs, next, more, err := a.readBounded(space, after, eventBatch)
+		msgs, next, more, err := a.readTail(space, tail, eventBatch)
 		if err != nil {
 			s.write([]byte("event: error\ndata: " + strconv.Quote(err.Error()) + "\n\n"))
 			s.flush()
@@ -119,7 +121,7 @@ func (a *API) streamEvents(w http.ResponseWriter, r *http.Request, space protoco
 		if len(msgs) > 0 && !s.flush() {
 			return
 		}
-		after = next
+		tail = next
 		if more {
 			continue
 		}
@@ -133,6 +135,19 @@ func (a *API) streamEvents(w http.ResponseWriter, r *http.Request, space protoco
 			return
 		}
 	}
+}
+
+// readTail is readBounded for an event stream, from where its last read
+// left it (store.Tail): what it reads again is only what was stored since.
+func (a *API) readTail(space protocol.ID, t store.Tail, limit int) (msgs []node.Message, next store.Tail, more bool, err error) {
+	msgs, next, cut, err := a.b.ReadTail(space, t, limit, node.MaxAnswerBytes)
+	if err != nil {
+		return nil, t, false, err
+	}
+	if i := answerCut(msgs); i < len(msgs) {
+		return msgs[:i], store.Tail{After: msgs[i-1].Cursor}, true, nil
+	}
+	return msgs, next, cut || len(msgs) == limit, nil
 }
 
 // appendEvent appends m as one server-sent event: its cursor as the id,
