@@ -325,6 +325,21 @@ func (n *Node) ReadWithin(space protocol.ID, after store.Cursor, limit, maxBytes
 	return n.openAll(ms), next, cut, nil
 }
 
+// ReadTail is ReadWithin for a follower, from where its last read left it
+// (store.Tail): the store reads only what was committed since, when it
+// can.
+func (n *Node) ReadTail(space protocol.ID, t store.Tail, limit, maxBytes int) (ms []Message, next store.Tail, cut bool, err error) {
+	entries, next, cut, err := n.store.ReadTail(space, t, limit, maxBytes, answerOverhead)
+	if err != nil {
+		return nil, t, false, err
+	}
+	ms, err = n.decodeAll(entries)
+	if err != nil {
+		return nil, t, false, err
+	}
+	return n.openAll(ms), next, cut, nil
+}
+
 // readStored is Read of the messages as stored (a sealed space's sealed).
 func (n *Node) readStored(space protocol.ID, after store.Cursor, limit int) ([]Message, store.Cursor, error) {
 	entries, next, err := n.store.Read(space, after, limit)

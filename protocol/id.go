@@ -50,6 +50,10 @@ func ParseID(s string) (ID, error) {
 // String returns the ID's text form.
 func (id ID) String() string { return idEncoding.EncodeToString(id[:]) }
 
+// AppendText appends the ID's text form (String) to b, without
+// allocating (encoding.TextAppender).
+func (id ID) AppendText(b []byte) ([]byte, error) { return idEncoding.AppendEncode(b, id[:]), nil }
+
 // IsZero reports whether id is the zero ID.
 func (id ID) IsZero() bool { return id == ID{} }
 

@@ -65,6 +65,9 @@ func TestIDTextRoundTrip(t *testing.T) {
 		if err != nil || string(text) != s {
 			t.Errorf("MarshalText = %s, %v", text, err)
 		}
+		if app, err := id.AppendText([]byte("x")); err != nil || string(app) != "x"+s {
+			t.Errorf("AppendText = %s, %v; want x%s", app, err, s)
+		}
 		var back protocol.ID
 		if err := back.UnmarshalText(text); err != nil || back != id {
 			t.Errorf("UnmarshalText = %s, %v", back, err)

@@ -27,6 +27,18 @@ func (c Cursor) String() string {
 	return cursorEncoding.EncodeToString(b[:])
 }
 
+// AppendText appends the cursor's text form (String) to b, without
+// allocating (encoding.TextAppender).
+func (c Cursor) AppendText(b []byte) ([]byte, error) {
+	if c == 0 {
+		return b, nil
+	}
+	var raw [1 + seqSize]byte
+	raw[0] = cursorVersion
+	binary.BigEndian.PutUint64(raw[1:], uint64(c))
+	return cursorEncoding.AppendEncode(b, raw[:]), nil
+}
+
 // ParseCursor parses a cursor's text form; "" is the start. Malformed
 // text gives an error wrapping ErrBadCursor.
 func ParseCursor(s string) (Cursor, error) {

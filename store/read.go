@@ -17,21 +17,54 @@ import (
 // bytes of no entry it does not return, so one read holds about
 // maxBytes, whatever the messages weigh.
 func (s *Store) ReadWithin(space protocol.ID, after Cursor, limit, maxBytes, overhead int) (entries []Entry, next Cursor, cut bool, err error) {
+	entries, next, cut, _, err = s.readWithin(space, after, 0, limit, maxBytes, overhead)
+	return entries, next, cut, err
+}
+
+// Tail is where a follower of a space has read to: the cursor and, when
+// the read that got there returned every entry it saw after it, that
+// read's snapshot (Badger's read timestamp). Whatever the next read finds
+// after the cursor was then committed later, so it skips the tables all
+// written before (IteratorOptions.SinceTs): an event stream's read of the
+// few messages a commit added built and sought an iterator over every
+// table of the LSM tree, more than reading the messages themselves. The
+// zero Tail and Tail{After: c} are reads from the start and from c.
+type Tail struct {
+	After Cursor
+	since uint64 // the snapshot of a read that returned all it saw after After; 0: none
+}
+
+// ReadTail is ReadWithin from t for a follower, which reads again from
+// the Tail returned each time (see Tail).
+func (s *Store) ReadTail(space protocol.ID, t Tail, limit, maxBytes, overhead int) (entries []Entry, next Tail, cut bool, err error) {
+	entries, after, cut, readTs, err := s.readWithin(space, t.After, t.since, limit, maxBytes, overhead)
+	next = Tail{After: after}
+	if err == nil && !cut && len(entries) < limit {
+		next.since = readTs // it returned all it saw after t.After
+	}
+	return entries, next, cut, err
+}
+
+// readWithin is ReadWithin of the order entries committed after the
+// snapshot since (0: all), and the snapshot it read.
+func (s *Store) readWithin(space protocol.ID, after Cursor, since uint64, limit, maxBytes, overhead int) (entries []Entry, next Cursor, cut bool, readTs uint64, err error) {
 	if limit <= 0 {
-		return nil, after, false, fmt.Errorf("store: read %s: limit %d is not positive", space, limit)
+		return nil, after, false, 0, fmt.Errorf("store: read %s: limit %d is not positive", space, limit)
 	}
 	if err := s.enter(); err != nil {
-		return nil, after, false, err
+		return nil, after, false, 0, err
 	}
 	defer s.leave()
 	if after == Cursor(^uint64(0)) {
-		return nil, after, false, nil
+		return nil, after, false, 0, nil
 	}
 	next = after
 	now := s.nowMilli()
 	weight := 0
 	err = s.db.View(func(txn *badger.Txn) error {
+		readTs = txn.ReadTs()
 		opts := badger.DefaultIteratorOptions
+		opts.SinceTs = since
 		opts.PrefetchValues = false // values are 32-byte ids, read inline
 		opts.Prefix = orderPrefix(space)
 		it := txn.NewIterator(opts)
@@ -82,7 +115,7 @@ func (s *Store) ReadWithin(space protocol.ID, after Cursor, limit, maxBytes, ove
 		return nil
 	})
 	if err != nil {
-		return nil, after, false, fmt.Errorf("store: read %s: %w", space, err)
+		return nil, after, false, 0, fmt.Errorf("store: read %s: %w", space, err)
 	}
-	return entries, next, cut, nil
+	return entries, next, cut, readTs, nil
 }

@@ -434,7 +434,10 @@ func broadcastAt(ctx context.Context, b *bench, ds []*benchDaemon, space string,
 	if err != nil {
 		return run, err
 	}
-	cpu0, io0, g0 := cpuOf(ds), syscallsOf(ds), gossipCounts(ctx, ds)
+	// The metrics scrape first: what it costs the daemons is the bench's,
+	// not the messages' (as the closing one falls after cpu1).
+	g0 := gossipCounts(ctx, ds)
+	cpu0, io0 := cpuOf(ds), syscallsOf(ds)
 	var next, sent, failed atomic.Int64
 	interval := time.Second / time.Duration(rate)
 	start := time.Now().Add(20 * time.Millisecond)

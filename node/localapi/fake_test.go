@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
@@ -26,6 +27,8 @@ import (
 type fake struct {
 	key crypto.PrivKey
 	id  peer.ID
+
+	tailReads atomic.Int64 // ReadTail calls
 
 	mu      sync.Mutex
 	err     error
@@ -148,6 +151,11 @@ func (f *fake) ReadWithin(space protocol.ID, after store.Cursor, limit, maxBytes
 		size += m.AnswerBytes()
 	}
 	return out, out[len(out)-1].Cursor, false, nil
+}
+func (f *fake) ReadTail(space protocol.ID, t store.Tail, limit, maxBytes int) ([]node.Message, store.Tail, bool, error) {
+	f.tailReads.Add(1)
+	ms, next, cut, err := f.ReadWithin(space, t.After, limit, maxBytes)
+	return ms, store.Tail{After: next}, cut, err
 }
 func (f *fake) End(space protocol.ID) (store.Cursor, error) {
 	f.mu.Lock()

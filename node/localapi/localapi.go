@@ -56,6 +56,7 @@ type Backend interface {
 	Leave(ctx context.Context, ref string) error
 	Send(ctx context.Context, space protocol.ID, p node.Post) (node.Message, error)
 	ReadWithin(space protocol.ID, after store.Cursor, limit, maxBytes int) ([]node.Message, store.Cursor, bool, error)
+	ReadTail(space protocol.ID, t store.Tail, limit, maxBytes int) ([]node.Message, store.Tail, bool, error)
 	End(space protocol.ID) (store.Cursor, error)
 	Changed(space protocol.ID) <-chan struct{}
 	Get(id protocol.ID) (node.Message, error)
@@ -128,6 +129,7 @@ type API struct {
 	metrics     http.Handler                                    // GET /v1/metrics, when set
 	observe     func(route string, status int, d time.Duration) // told of every request, when set
 	h           http.Handler                                    // mux behind RefuseBrowsers and BoundBodies
+	shares      shares                                          // reads shared by the event streams of a space (share.go)
 }
 
 // Option configures an API.

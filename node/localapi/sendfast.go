@@ -170,36 +170,9 @@ func appendMessage(b []byte, m api.Message) ([]byte, bool) {
 		}
 		b = append(b, '}')
 	}
-	b = append(b, `,"type":`...)
-	b = jsonx.AppendString(b, m.Type)
-	if m.TTL != 0 {
-		b = strconv.AppendInt(append(b, `,"ttl":`...), m.TTL, 10)
-	}
-	if len(m.Meta) > 0 {
-		b = append(b, `,"meta":{`...)
-		keys := make([]string, 0, len(m.Meta))
-		for k := range m.Meta {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for i, k := range keys {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = append(jsonx.AppendString(b, k), ':')
-			b = jsonx.AppendString(b, m.Meta[k])
-		}
-		b = append(b, '}')
-	}
-	b = append(b, `,"content":`...)
-	if m.Content == nil {
-		b = append(b, "null"...)
-	} else {
-		buf := bytes.NewBuffer(b)
-		if err := json.Compact(buf, m.Content); err != nil {
-			return b, false
-		}
-		b = buf.Bytes()
+	b, ok := appendTail(b, m.Type, m.TTL, m.Meta, m.Content)
+	if !ok {
+		return b, false
 	}
 	b = append(b, `,"sig":`...)
 	b = jsonx.AppendString(b, m.Sig)
@@ -213,6 +186,41 @@ func appendMessage(b []byte, m api.Message) ([]byte, bool) {
 		b = append(b, '"')
 	}
 	return append(b, '}'), true
+}
+
+// appendTail appends a message's type, ttl, meta and content fields, as
+// appendMessage writes them; false for content that is not valid JSON.
+func appendTail(b []byte, typ string, ttl int64, meta map[string]string, content json.RawMessage) ([]byte, bool) {
+	b = append(b, `,"type":`...)
+	b = jsonx.AppendString(b, typ)
+	if ttl != 0 {
+		b = strconv.AppendInt(append(b, `,"ttl":`...), ttl, 10)
+	}
+	if len(meta) > 0 {
+		b = append(b, `,"meta":{`...)
+		keys := make([]string, 0, len(meta))
+		for k := range meta {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for i, k := range keys {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(jsonx.AppendString(b, k), ':')
+			b = jsonx.AppendString(b, meta[k])
+		}
+		b = append(b, '}')
+	}
+	b = append(b, `,"content":`...)
+	if content == nil {
+		return append(b, "null"...), true
+	}
+	buf := bytes.NewBuffer(b)
+	if err := json.Compact(buf, content); err != nil {
+		return b, false
+	}
+	return buf.Bytes(), true
 }
 
 // appendStrings appends a JSON array of strings.

@@ -254,16 +254,25 @@ func (a *API) readBounded(space protocol.ID, after store.Cursor, limit int) (msg
 	if err != nil {
 		return nil, after, false, err
 	}
-	// The backend weighs what it stores; cut again on what an answer
-	// carries, should a message open to more than it weighed.
+	if i := answerCut(msgs); i < len(msgs) {
+		return msgs[:i], msgs[i-1].Cursor, true, nil
+	}
+	return msgs, next, cut || len(msgs) == limit, nil
+}
+
+// answerCut returns how many of msgs (at least one) fit in
+// node.MaxAnswerBytes as an answer carries them: the backend weighs what
+// it stores, so this cuts again, should a message open to more than it
+// weighed.
+func answerCut(msgs []node.Message) int {
 	size := 0
 	for i, m := range msgs {
 		if i > 0 && size+m.AnswerBytes() > node.MaxAnswerBytes {
-			return msgs[:i], msgs[i-1].Cursor, true, nil
+			return i
 		}
 		size += m.AnswerBytes()
 	}
-	return msgs, next, cut || len(msgs) == limit, nil
+	return len(msgs)
 }
 
 func (a *API) message(w http.ResponseWriter, r *http.Request) {

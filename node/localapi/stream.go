@@ -2,12 +2,14 @@ package localapi
 
 import (
 	"bufio"
+	"encoding/base64"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/weftmesh/weft/internal/jsonx"
 	"github.com/weftmesh/weft/node"
+	"github.com/weftmesh/weft/store"
 
 	"github.com/weftmesh/weft/protocol"
 )
@@ -97,28 +99,38 @@ func (a *API) streamEvents(w http.ResponseWriter, r *http.Request, space protoco
 	tick := time.NewTicker(keepAlive)
 	defer tick.Stop()
 	ctx := r.Context()
+	defer a.shares.join(space)()
 	var buf []byte
+	tail := store.Tail{After: after}
 	for {
 		changed := a.b.Changed(space)
-		msgs, next, more, err := a.readBounded(space, after, eventBatch)
-		if err != nil {
-			s.write([]byte("event: error\ndata: " + strconv.Quote(err.Error()) + "\n\n"))
-			s.flush()
-			return
-		}
-		for _, m := range msgs {
-			var ok bool
-			if buf, ok = appendEvent(buf[:0], m); !ok {
-				continue
-			}
-			if !s.write(buf) {
+		var (
+			events []byte
+			next   store.Tail
+			more   bool
+		)
+		if sr := a.shares.get(space, tail.After, changed); sr != nil {
+			events, next, more = sr.events, sr.next, sr.more
+		} else {
+			msgs, n, m, err := a.readTail(space, tail, eventBatch)
+			if err != nil {
+				s.write([]byte("event: error\ndata: " + strconv.Quote(err.Error()) + "\n\n"))
+				s.flush()
 				return
 			}
+			buf = buf[:0]
+			for _, m := range msgs {
+				buf, _ = appendEvent(buf, m) // unchanged for a message it skips
+			}
+			events, next, more = buf, n, m
+			if len(msgs) > 0 && a.shares.keep(space, &sharedRead{from: tail.After, changed: changed, events: buf, next: n, more: m}) {
+				buf = nil // shared now: the next read encodes into a buffer of its own
+			}
 		}
-		if len(msgs) > 0 && !s.flush() {
+		if len(events) > 0 && (!s.write(events) || !s.flush()) {
 			return
 		}
-		after = next
+		tail = next
 		if more {
 			continue
 		}
@@ -134,25 +146,109 @@ func (a *API) streamEvents(w http.ResponseWriter, r *http.Request, space protoco
 	}
 }
 
+// readTail is readBounded for an event stream, from where its last read
+// left it (store.Tail): what it reads again is only what was stored since.
+func (a *API) readTail(space protocol.ID, t store.Tail, limit int) (msgs []node.Message, next store.Tail, more bool, err error) {
+	msgs, next, cut, err := a.b.ReadTail(space, t, limit, node.MaxAnswerBytes)
+	if err != nil {
+		return nil, t, false, err
+	}
+	if i := answerCut(msgs); i < len(msgs) {
+		return msgs[:i], store.Tail{After: msgs[i-1].Cursor}, true, nil
+	}
+	return msgs, next, cut || len(msgs) == limit, nil
+}
+
 // appendEvent appends m as one server-sent event: its cursor as the id,
-// its JSON (as encoding/json writes it, by appendMessage) as the data.
+// its JSON (as encoding/json writes it, by appendStored) as the data.
 // False, b unchanged, for a message that has no JSON (it is skipped).
 func appendEvent(b []byte, m node.Message) ([]byte, bool) {
 	start := len(b)
 	b = append(b, "id: "...)
-	b = append(b, m.Cursor.String()...)
+	b, _ = m.Cursor.AppendText(b)
 	b = append(b, "\nevent: message\ndata: "...)
-	am := apiStored(m)
 	data := len(b)
-	b, ok := appendMessage(b, am)
-	if !ok { // what appendMessage leaves to encoding/json
-		j, err := marshal(am)
+	b, ok := appendStored(b, m)
+	if !ok { // what appendStored leaves to encoding/json
+		j, err := marshal(apiStored(m))
 		if err != nil {
 			return b[:start], false
 		}
 		b = append(b[:data], j...)
 	}
 	return append(b, "\n\n"...), true
+}
+
+// appendStored appends m's JSON as appendMessage(b, apiStored(m)) does,
+// byte for byte, without building the api.Message: each event a
+// follower gets was 8 allocations there (the text of every ID, the
+// signature, the cursor), most of the cost of encoding it. False, as for
+// appendMessage, for what it leaves to encoding/json.
+func appendStored(b []byte, sm node.Message) ([]byte, bool) {
+	m := sm.Message
+	created := m.Created().UTC()
+	if y := created.Year(); y < 0 || y > 9999 {
+		return b, false
+	}
+	b = append(b, `{"id":`...)
+	b = appendID(b, m.ID)
+	b = append(b, `,"v":`...)
+	b = strconv.AppendInt(b, int64(m.V), 10)
+	b = append(b, `,"space":`...)
+	b = appendID(b, m.Space)
+	b = append(b, `,"from":`...)
+	b = jsonx.AppendString(b, m.From)
+	b = append(b, `,"created_at":"`...)
+	b = created.AppendFormat(b, time.RFC3339Nano)
+	b = append(b, '"')
+	if len(m.Prev) > 0 {
+		b = appendIDs(append(b, `,"prev":`...), m.Prev)
+	}
+	if r := m.Refs; !r.IsZero() {
+		b = append(b, `,"refs":{`...)
+		if len(r.Messages) > 0 {
+			b = appendIDs(append(b, `"messages":`...), r.Messages)
+		}
+		if len(r.Nodes) > 0 {
+			if len(r.Messages) > 0 {
+				b = append(b, ',')
+			}
+			b = appendStrings(append(b, `"nodes":`...), r.Nodes)
+		}
+		b = append(b, '}')
+	}
+	b, ok := appendTail(b, m.Type, m.TTL, m.Meta, m.Content)
+	if !ok {
+		return b, false
+	}
+	b = append(b, `,"sig":"`...)
+	b = base64.StdEncoding.AppendEncode(b, m.Sig)
+	b = append(b, '"')
+	if sm.Cursor != 0 {
+		b = append(b, `,"cursor":"`...)
+		b, _ = sm.Cursor.AppendText(b)
+		b = append(b, '"')
+	}
+	return append(b, '}'), true
+}
+
+// appendID appends id's text as a JSON string (base32: nothing to escape).
+func appendID(b []byte, id protocol.ID) []byte {
+	b = append(b, '"')
+	b, _ = id.AppendText(b)
+	return append(b, '"')
+}
+
+// appendIDs appends a JSON array of ids' texts.
+func appendIDs(b []byte, ids []protocol.ID) []byte {
+	b = append(b, '[')
+	for i, id := range ids {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendID(b, id)
+	}
+	return append(b, ']')
 }
 
 func (a *API) events(w http.ResponseWriter, r *http.Request) {

@@ -35,6 +35,8 @@ func TestAppendEventMatchesJSON(t *testing.T) {
 		}
 		msgs = append(msgs, node.Message{Message: m, Cursor: store.Cursor(1<<40 + i)})
 	}
+	// A message without a cursor (none in a stream, but the JSON omits it).
+	msgs = append(msgs, node.Message{Message: msgs[2].Message})
 	buf := []byte("left as it was")
 	for i, m := range msgs {
 		data, err := marshal(apiStored(m))
