@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
@@ -27,8 +26,6 @@ import (
 type fake struct {
 	key crypto.PrivKey
 	id  peer.ID
-
-	tailReads atomic.Int64 // ReadTail calls
 
 	mu      sync.Mutex
 	err     error
@@ -153,7 +150,6 @@ func (f *fake) ReadWithin(space protocol.ID, after store.Cursor, limit, maxBytes
 	return out, out[len(out)-1].Cursor, false, nil
 }
 func (f *fake) ReadTail(space protocol.ID, t store.Tail, limit, maxBytes int) ([]node.Message, store.Tail, bool, error) {
-	f.tailReads.Add(1)
 	ms, next, cut, err := f.ReadWithin(space, t.After, limit, maxBytes)
 	return ms, store.Tail{After: next}, cut, err
 }

@@ -129,7 +129,6 @@ type API struct {
 	metrics     http.Handler                                    // GET /v1/metrics, when set
 	observe     func(route string, status int, d time.Duration) // told of every request, when set
 	h           http.Handler                                    // mux behind RefuseBrowsers and BoundBodies
-	shares      shares                                          // reads shared by the event streams of a space (share.go)
 }
 
 // Option configures an API.

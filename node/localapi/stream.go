@@ -99,35 +99,26 @@ func (a *API) streamEvents(w http.ResponseWriter, r *http.Request, space protoco
 	tick := time.NewTicker(keepAlive)
 	defer tick.Stop()
 	ctx := r.Context()
-	defer a.shares.join(space)()
 	var buf []byte
 	tail := store.Tail{After: after}
 	for {
 		changed := a.b.Changed(space)
-		var (
-			events []byte
-			next   store.Tail
-			more   bool
-		)
-		if sr := a.shares.get(space, tail.After, changed); sr != nil {
-			events, next, more = sr.events, sr.next, sr.more
-		} else {
-			msgs, n, m, err := a.readTail(space, tail, eventBatch)
-			if err != nil {
-				s.write([]byte("event: error\ndata: " + strconv.Quote(err.Error()) + "\n\n"))
-				s.flush()
+		msgs, next, more, err := a.readTail(space, tail, eventBatch)
+		if err != nil {
+			s.write([]byte("event: error\ndata: " + strconv.Quote(err.Error()) + "\n\n"))
+			s.flush()
+			return
+		}
+		for _, m := range msgs {
+			var ok bool
+			if buf, ok = appendEvent(buf[:0], m); !ok {
+				continue
+			}
+			if !s.write(buf) {
 				return
 			}
-			buf = buf[:0]
-			for _, m := range msgs {
-				buf, _ = appendEvent(buf, m) // unchanged for a message it skips
-			}
-			events, next, more = buf, n, m
-			if len(msgs) > 0 && a.shares.keep(space, &sharedRead{from: tail.After, changed: changed, events: buf, next: n, more: m}) {
-				buf = nil // shared now: the next read encodes into a buffer of its own
-			}
 		}
-		if len(events) > 0 && (!s.write(events) || !s.flush()) {
+		if len(msgs) > 0 && !s.flush() {
 			return
 		}
 		tail = next
