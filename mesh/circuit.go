@@ -18,6 +18,9 @@ const (
 	// circuitGap is the least time between two rounds of syncs with a
 	// space's circuit members: publications meanwhile share the next round.
 	circuitGap = 250 * time.Millisecond
+	// circuitFailures is how many sessions in a row may fail (a busy
+	// peer's, a timed-out one's) before a circuit member is dropped.
+	circuitFailures = 3
 )
 
 // circuitPeers are the members of a space whose only connection to this
@@ -36,11 +39,12 @@ const (
 // part: when a sync session for the space with it ends well (either side),
 // or when the space's rendezvous finds it. It stops being one when that
 // is no longer so (it went away, a direct connection brought it into the
-// topic, it lost access) and when a session with it fails. The set is
+// topic, it lost access) and when circuitFailures sessions with it in a
+// row fail. The set is
 // bounded (maxCircuitPeers): a peer that would overflow it is not taken.
 type circuitPeers struct {
 	mu sync.Mutex
-	m  map[peer.ID]struct{}
+	m  map[peer.ID]int // → sessions failed in a row
 	// due wakes the space's circuit loop for a round (see Mesh.circuitLoop).
 	due chan struct{}
 }
@@ -49,21 +53,32 @@ type circuitPeers struct {
 func (c *circuitPeers) add(p peer.ID) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.m[p]; ok || len(c.m) >= maxCircuitPeers {
+	if _, ok := c.m[p]; ok {
+		c.m[p] = 0 // a session went well
+		return false
+	}
+	if len(c.m) >= maxCircuitPeers {
 		return false
 	}
 	if c.m == nil {
-		c.m = make(map[peer.ID]struct{})
+		c.m = make(map[peer.ID]int)
 	}
-	c.m[p] = struct{}{}
+	c.m[p] = 0
 	return true
 }
 
-// drop lets p go.
-func (c *circuitPeers) drop(p peer.ID) {
+// failed counts a failed session with p, and lets p go after
+// circuitFailures in a row.
+func (c *circuitPeers) failed(p peer.ID) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	delete(c.m, p)
+	if n, ok := c.m[p]; ok {
+		if n+1 >= circuitFailures {
+			delete(c.m, p)
+		} else {
+			c.m[p] = n + 1
+		}
+	}
 }
 
 // keep drops every peer for which still is false and returns the others.
@@ -99,14 +114,14 @@ func (m *Mesh) circuitPeer(space protocol.ID, p peer.ID) bool {
 
 // sessionEnded is told of every sync session for a joined space: one that
 // ended well makes its peer a circuit member (if it is one, see
-// circuitPeer), one that failed drops it.
+// circuitPeer), one that failed counts towards dropping it.
 func (m *Mesh) sessionEnded(space protocol.ID, p peer.ID, err error) {
 	if err == nil {
 		m.noteCircuit(space, p)
 		return
 	}
 	if s := m.joined(space); s != nil {
-		s.circuit.drop(p)
+		s.circuit.failed(p)
 	}
 }
 

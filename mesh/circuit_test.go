@@ -9,7 +9,8 @@ import (
 )
 
 // TestCircuitPeersBounded: a space's circuit members are bounded, added
-// once, and dropped once their connection is no longer limited-only. (The
+// once, dropped once their connection is no longer limited-only, and
+// dropped after circuitFailures failed sessions in a row. (The
 // whole path, two members behind NATs reaching each other only through a
 // relay, is examples/netbed's TestNAT.)
 func TestCircuitPeersBounded(t *testing.T) {
@@ -42,5 +43,23 @@ func TestCircuitPeersBounded(t *testing.T) {
 	}
 	if n := len(c.keep(func(peer.ID) bool { return true })); n != maxCircuitPeers/2+1 {
 		t.Fatalf("%d members, want %d", n, maxCircuitPeers/2+1)
+	}
+	// Failed sessions: a success between them starts the count again; the
+	// circuitFailures-th in a row lets the peer go.
+	p := ids[0]
+	has := func() bool { return slices.Contains(c.keep(func(peer.ID) bool { return true }), p) }
+	for range circuitFailures - 1 {
+		c.failed(p)
+	}
+	c.add(p) // a session went well
+	for range circuitFailures - 1 {
+		c.failed(p)
+	}
+	if !has() {
+		t.Fatal("dropped before circuitFailures failures in a row")
+	}
+	c.failed(p)
+	if has() {
+		t.Fatalf("kept after %d failures in a row", circuitFailures)
 	}
 }

@@ -349,8 +349,8 @@ func (n *Node) ingestHeld(ctx context.Context, s *privSpace, ready []*protocol.M
 // one may name them, and stored together (store.PutBatch, a transaction
 // per batch rather than per message: a private catch-up took 2–3 times
 // an open one's). One the store does not take is forgotten by the graph
-// again. A control message is stored on its own, after those before it,
-// since it changes what the graph accepts after it. s.mu is held
+// again. A control or key message is stored on its own, after those
+// before it (see ingestLocked). s.mu is held
 // throughout, so no other path sees a message in the graph before it is
 // stored; relayed messages do not wait for the disk.
 func (n *Node) ingestPrivateBatch(ctx context.Context, s *privSpace, ms []*protocol.Message, errs []error) {
@@ -448,7 +448,12 @@ func (n *Node) ingestLocked(ctx context.Context, s *privSpace, ms []*protocol.Me
 			}
 			continue
 		}
-		if member.IsControl(m) {
+		if member.IsControl(m) || m.Type == member.TypeKey {
+			// On its own, after what came before it, and taken in before
+			// what comes after: a change decides what the graph accepts
+			// next, a key message opens the sealed messages after it (stored
+			// in one batch with them, they could wake a follower before
+			// the node had the key: found by review).
 			flush()
 			_, added, err := n.put(ctx, m, "mesh")
 			if err != nil {

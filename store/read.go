@@ -32,13 +32,22 @@ func (s *Store) ReadWithin(space protocol.ID, after Cursor, limit, maxBytes, ove
 type Tail struct {
 	After Cursor
 	since uint64 // the snapshot of a read that returned all it saw after After; 0: none
+	// of is the store (this open of it) whose snapshot since is: Badger's
+	// timestamps start again at Open from what is left on disk, which may
+	// be lower when the last commits before Close only deleted keys (a
+	// compaction on Close drops their tombstones). Found by review.
+	of *Store
 }
 
 // ReadTail is ReadWithin from t for a follower, which reads again from
 // the Tail returned each time (see Tail).
 func (s *Store) ReadTail(space protocol.ID, t Tail, limit, maxBytes, overhead int) (entries []Entry, next Tail, cut bool, err error) {
-	entries, after, cut, readTs, err := s.readWithin(space, t.After, t.since, limit, maxBytes, overhead)
-	next = Tail{After: after}
+	since := t.since
+	if t.of != s {
+		since = 0
+	}
+	entries, after, cut, readTs, err := s.readWithin(space, t.After, since, limit, maxBytes, overhead)
+	next = Tail{After: after, of: s}
 	if err == nil && !cut && len(entries) < limit {
 		next.since = readTs // it returned all it saw after t.After
 	}
