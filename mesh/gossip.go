@@ -51,6 +51,13 @@ func pubsubOptions(log *slog.Logger) []pubsub.Option {
 		// 10-daemon space at 2,000 msg/s overflowed; sync then fetches
 		// the message). A queued message weighs its wire size.
 		pubsub.WithValidateQueueSize(validateQueue),
+		// One validation worker, so that a peer's messages reach the
+		// space in the order they came: with one per CPU, two messages
+		// of one RPC were validated at once and a reply could be handed
+		// over before what it answers (a follower saw so in CI). The
+		// validator is the signature check and a few lookups (~50 µs):
+		// one core checks some 20,000 a second.
+		pubsub.WithValidateWorkers(1),
 		pubsub.WithPeerOutboundQueueSize(peerQueue),
 		pubsub.WithSeenMessagesTTL(seenTTL),
 		pubsub.WithLogger(log.With("component", "gossipsub")),

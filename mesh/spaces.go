@@ -328,31 +328,41 @@ type received struct {
 // strangers' from queues of their own, strangers' shed if they pile up;
 // a batch at a time if sink takes batches (see GossipBatchSink), else on
 // workers (see memberWorkers).
+//
+// An author that becomes known while messages of its are still in the
+// strangers' queue stays in that queue until they are through: its next
+// message in the members' queue could otherwise be stored before them,
+// and followers would see a reply before what it answers (seen in CI).
 func (m *Mesh) receiveLoop(ctx context.Context, s *space, sink Sink) {
 	self := m.h.ID()
 	members := make(chan received, subBuffer)
 	strangers := make(chan received, strangerQueue)
+	var queued authorCounts // authors' messages in the strangers' queue
+	through := func(r received) { queued.add(r.msg.Sender(), -1) }
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	if bs, ok := sink.(GossipBatchSink); ok {
-		wg.Go(func() { m.batches(ctx, s, bs, members) })
-		wg.Go(func() { m.batches(ctx, s, bs, strangers) })
+		wg.Go(func() { m.batches(ctx, s, bs, members, nil) })
+		wg.Go(func() { m.batches(ctx, s, bs, strangers, through) })
 	} else {
-		work := func(q <-chan received) {
+		work := func(q <-chan received, done func(received)) {
 			for {
 				select {
 				case r := <-q:
 					m.deliver(ctx, s, sink, r)
+					if done != nil {
+						done(r)
+					}
 				case <-ctx.Done():
 					return
 				}
 			}
 		}
 		for range memberWorkers {
-			wg.Go(func() { work(members) })
+			wg.Go(func() { work(members, nil) })
 		}
 		for range strangerWorkers {
-			wg.Go(func() { work(strangers) })
+			wg.Go(func() { work(strangers, through) })
 		}
 	}
 	shed := 0
@@ -370,7 +380,7 @@ func (m *Mesh) receiveLoop(ctx context.Context, s *space, sink Sink) {
 			continue
 		}
 		r := received{msg: a.msg, from: pm.ReceivedFrom, known: a.known}
-		if a.known {
+		if a.known && !queued.has(r.msg.Sender()) {
 			select {
 			case members <- r:
 			case <-ctx.Done():
@@ -378,9 +388,11 @@ func (m *Mesh) receiveLoop(ctx context.Context, s *space, sink Sink) {
 			}
 			continue
 		}
+		queued.add(r.msg.Sender(), 1) // before the consumer can take it
 		select {
 		case strangers <- r:
 		default:
+			queued.add(r.msg.Sender(), -1)
 			s.flight.done(r.msg.ID)
 			if shed++; shed%1000 == 1 {
 				m.log.Info("gossip: strangers' messages shed: more arrive than the store takes", "space", s.id, "shed", shed)
@@ -398,7 +410,7 @@ func (m *Mesh) deliver(ctx context.Context, s *space, sink Sink, r received) {
 
 // batches hands the messages of queue q to sink a batch at a time (see
 // GossipBatchSink) until ctx ends.
-func (m *Mesh) batches(ctx context.Context, s *space, sink GossipBatchSink, q <-chan received) {
+func (m *Mesh) batches(ctx context.Context, s *space, sink GossipBatchSink, q <-chan received, done func(received)) {
 	batch := make([]received, 0, maxGossipBatch)
 	msgs := make([]*protocol.Message, 0, maxGossipBatch)
 	for {
@@ -430,8 +442,34 @@ func (m *Mesh) batches(ctx context.Context, s *space, sink GossipBatchSink, q <-
 				err = errs[i]
 			}
 			m.delivered(ctx, s, r, err)
+			if done != nil {
+				done(r)
+			}
 		}
 	}
+}
+
+// authorCounts counts messages per author; safe for concurrent use.
+type authorCounts struct {
+	mu sync.Mutex
+	n  map[peer.ID]int
+}
+
+func (c *authorCounts) add(p peer.ID, d int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == nil {
+		c.n = make(map[peer.ID]int)
+	}
+	if c.n[p] += d; c.n[p] <= 0 {
+		delete(c.n, p)
+	}
+}
+
+func (c *authorCounts) has(p peer.ID) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[p] > 0
 }
 
 // errNoResult is a message's error when DeliverGossip did not return one
