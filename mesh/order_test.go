@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/weftmesh/weft/protocol"
@@ -56,18 +57,8 @@ func (s *slowFirstSink) ids() []protocol.ID {
 // queue (a follower saw a reply before what it answers so).
 func TestAuthorOrderAcrossQueues(t *testing.T) {
 	space := protocol.SpaceID("test/order")
-	a, ka := newTestMesh(t, Config{})
-	b, _ := newTestMesh(t, Config{}, a)
 	sink := &slowFirstSink{}
-	if err := a.JoinSpace(space, newRecorder()); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.JoinSpace(space, sink); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 10*time.Second, "gossip mesh", func() bool {
-		return containsPeer(a.meshPeers(space), b.ID()) && containsPeer(b.meshPeers(space), a.ID())
-	})
+	a, ka := orderPair(t, space, Config{}, sink)
 	var sent []protocol.ID
 	prev := []protocol.ID(nil)
 	for i := range 3 {
@@ -112,18 +103,8 @@ func (*orderSink) Known(protocol.ID, peer.ID) bool { return true }
 // CPU, and two of one RPC could pass each other).
 func TestPeerOrderKept(t *testing.T) {
 	space := protocol.SpaceID("test/peer-order")
-	a, ka := newTestMesh(t, Config{Rates: RateLimits{Off: true}})
-	b, _ := newTestMesh(t, Config{Rates: RateLimits{Off: true}}, a)
 	sink := &orderSink{}
-	if err := a.JoinSpace(space, newRecorder()); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.JoinSpace(space, sink); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 10*time.Second, "gossip mesh", func() bool {
-		return containsPeer(a.meshPeers(space), b.ID()) && containsPeer(b.meshPeers(space), a.ID())
-	})
+	a, ka := orderPair(t, space, Config{Rates: RateLimits{Off: true}}, sink)
 	const n = 200
 	at := make(map[protocol.ID]int, n)
 	for i := range n {
@@ -152,4 +133,23 @@ func TestPeerOrderKept(t *testing.T) {
 	if back > 0 {
 		t.Fatalf("of the %d messages b took, %d came before one published earlier", len(got), back)
 	}
+}
+
+// orderPair starts meshes a and b with cfg, joined to space (b with
+// sink), and waits until each has the other in its gossip mesh; it
+// returns a and a's key.
+func orderPair(t *testing.T, space protocol.ID, cfg Config, sink Sink) (*Mesh, crypto.PrivKey) {
+	t.Helper()
+	a, ka := newTestMesh(t, cfg)
+	b, _ := newTestMesh(t, cfg, a)
+	if err := a.JoinSpace(space, newRecorder()); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.JoinSpace(space, sink); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "gossip mesh", func() bool {
+		return containsPeer(a.meshPeers(space), b.ID()) && containsPeer(b.meshPeers(space), a.ID())
+	})
+	return a, ka
 }

@@ -158,17 +158,7 @@ func appendMessage(b []byte, m api.Message) ([]byte, bool) {
 		b = appendStrings(append(b, `,"prev":`...), m.Prev)
 	}
 	if r := m.Refs; r != nil {
-		b = append(b, `,"refs":{`...)
-		if len(r.Messages) > 0 {
-			b = appendStrings(append(b, `"messages":`...), r.Messages)
-		}
-		if len(r.Nodes) > 0 {
-			if len(r.Messages) > 0 {
-				b = append(b, ',')
-			}
-			b = appendStrings(append(b, `"nodes":`...), r.Nodes)
-		}
-		b = append(b, '}')
+		b = appendRefs(b, r.Messages, appendStrings, r.Nodes)
 	}
 	b, ok := appendTail(b, m.Type, m.TTL, m.Meta, m.Content)
 	if !ok {
@@ -224,6 +214,23 @@ func appendTail(b []byte, typ string, ttl int64, meta map[string]string, content
 }
 
 // appendStrings appends a JSON array of strings.
+// appendRefs writes a message's refs, `,"refs":{"messages":…,"nodes":…}`
+// with the lists that are not empty; appendMsgs writes the messages' IDs,
+// whichever type holds them.
+func appendRefs[T any](b []byte, msgs []T, appendMsgs func([]byte, []T) []byte, nodes []string) []byte {
+	b = append(b, `,"refs":{`...)
+	if len(msgs) > 0 {
+		b = appendMsgs(append(b, `"messages":`...), msgs)
+	}
+	if len(nodes) > 0 {
+		if len(msgs) > 0 {
+			b = append(b, ',')
+		}
+		b = appendStrings(append(b, `"nodes":`...), nodes)
+	}
+	return append(b, '}')
+}
+
 func appendStrings(b []byte, ss []string) []byte {
 	b = append(b, '[')
 	for i, s := range ss {

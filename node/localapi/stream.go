@@ -196,17 +196,7 @@ func appendStored(b []byte, sm node.Message) ([]byte, bool) {
 		b = appendIDs(append(b, `,"prev":`...), m.Prev)
 	}
 	if r := m.Refs; !r.IsZero() {
-		b = append(b, `,"refs":{`...)
-		if len(r.Messages) > 0 {
-			b = appendIDs(append(b, `"messages":`...), r.Messages)
-		}
-		if len(r.Nodes) > 0 {
-			if len(r.Messages) > 0 {
-				b = append(b, ',')
-			}
-			b = appendStrings(append(b, `"nodes":`...), r.Nodes)
-		}
-		b = append(b, '}')
+		b = appendRefs(b, r.Messages, appendIDs, r.Nodes)
 	}
 	b, ok := appendTail(b, m.Type, m.TTL, m.Meta, m.Content)
 	if !ok {
