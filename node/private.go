@@ -321,24 +321,10 @@ func (n *Node) ingestPrivate(ctx context.Context, s *privSpace, m *protocol.Mess
 	if err != nil {
 		return e, added, err
 	}
-	n.ingestHeld(ctx, s, n.accepted(ctx, s, m))
+	// The messages held for m, as a sync exchange's (logged, not
+	// returned, if refused).
+	n.ingestLocked(ctx, s, n.accepted(ctx, s, m), nil)
 	return e, added, nil
-}
-
-// ingestHeld takes in held messages whose parent has just been accepted,
-// as ingestPrivateBatch does a sync exchange's; what it refuses is
-// logged. The caller holds s.mu.
-func (n *Node) ingestHeld(ctx context.Context, s *privSpace, ready []*protocol.Message) {
-	if len(ready) == 0 {
-		return
-	}
-	errs := make([]error, len(ready))
-	n.ingestLocked(ctx, s, ready, errs)
-	for i, err := range errs {
-		if err != nil {
-			n.log.Warn("private space: held message", "id", ready[i].ID, "err", err)
-		}
-	}
 }
 
 // ingestPrivateBatch is ingest, via "mesh", for ms, messages of private
@@ -362,7 +348,8 @@ func (n *Node) ingestPrivateBatch(ctx context.Context, s *privSpace, ms []*proto
 // ingestLocked is ingestPrivateBatch under s.mu. The messages held for
 // one it takes in are decided after the others, in the same batches: sync
 // brings a space's ranges in no causal order, and a private catch-up held
-// thousands, each stored on its own when its parent came.
+// thousands, each stored on its own when its parent came. With errs nil,
+// what it refuses is logged.
 func (n *Node) ingestLocked(ctx context.Context, s *privSpace, ms []*protocol.Message, errs []error) {
 	var (
 		items []*protocol.Message // ms parents first, then what they free
@@ -378,7 +365,7 @@ func (n *Node) ingestLocked(ctx context.Context, s *privSpace, ms []*protocol.Me
 		}
 	}
 	fail := func(k int, err error) {
-		if i := at[k]; i >= 0 {
+		if i := at[k]; i >= 0 && errs != nil {
 			errs[i] = err
 		} else {
 			n.log.Warn("private space: held message", "id", items[k].ID, "err", err)
@@ -471,12 +458,7 @@ func (n *Node) ingestLocked(ctx context.Context, s *privSpace, ms []*protocol.Me
 			continue
 		}
 		run = append(run, k)
-		// What waits for m is decided after it, in this batch.
-		free(s.pending[m.ID])
-		for _, c := range s.pending[m.ID] {
-			delete(s.held, c.ID)
-		}
-		delete(s.pending, m.ID)
+		free(s.release(m.ID)) // what waits for m is decided after it, in this batch
 		if len(run) == maxPrivateRun {
 			flush()
 		}
@@ -595,6 +577,22 @@ func (n *Node) decidePrivate(s *privSpace, m *protocol.Message, via string) (boo
 	return true, nil
 }
 
+// release returns the messages held for id, which are no longer held (to
+// be decided again: they may wait for another parent still). The caller
+// holds s.mu.
+func (s *privSpace) release(id protocol.ID) []*protocol.Message {
+	children := s.pending[id]
+	delete(s.pending, id)
+	var out []*protocol.Message
+	for _, c := range children {
+		delete(s.held, c.ID)
+		if !s.graph.Has(c.ID) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 // hold keeps m until missing (one of its parents) arrives. The caller
 // holds s.mu.
 func (s *privSpace) hold(m *protocol.Message, missing []protocol.ID) {
@@ -607,51 +605,31 @@ func (s *privSpace) hold(m *protocol.Message, missing []protocol.ID) {
 
 // accepted records m, stored, in the graph, and acts on what it changes;
 // it returns the messages held for m, to be decided again (they may wait
-// for another parent still; see ingestHeld). The caller holds s.mu.
+// for another parent still; see release). The caller holds s.mu.
 func (n *Node) accepted(ctx context.Context, s *privSpace, m *protocol.Message) (ready []*protocol.Message) {
-	queue := []*protocol.Message{m}
-	control := false
-	var joiners []peer.ID
-	// goes maps a peer to the leave or removal naming it among the
-	// messages taken in here: the one that triggered this call, or one
-	// held for its parents that this call released.
-	var goes map[peer.ID]*protocol.Message // made on the first (most calls have none)
-	for len(queue) > 0 {
-		m := queue[0]
-		queue = queue[1:]
-		if err := s.graph.Add(m); err != nil {
-			n.log.Warn("private space: add", "id", m.ID, "err", err)
-			continue
-		}
-		control = control || member.IsControl(m)
-		n.learnKeys(s, m)
-		if m.Type == member.TypeMember {
-			if c, p, err := member.ParseChange(m); err == nil {
-				switch c.Op {
-				case member.OpJoin:
-					if s.sealed() {
-						joiners = append(joiners, p)
-					}
-				case member.OpLeave, member.OpRemove:
-					if goes == nil {
-						goes = map[peer.ID]*protocol.Message{}
-					}
-					goes[p] = m
-				}
-			}
-		}
-		children := s.pending[m.ID]
-		delete(s.pending, m.ID)
-		for _, c := range children {
-			delete(s.held, c.ID)
-			if s.graph.Has(c.ID) {
-				continue
-			}
-			ready = append(ready, c)
-		}
+	if err := s.graph.Add(m); err != nil {
+		n.log.Warn("private space: add", "id", m.ID, "err", err)
+		return nil
 	}
-	if !control {
+	n.learnKeys(s, m)
+	ready = s.release(m.ID)
+	if !member.IsControl(m) {
 		return ready
+	}
+	var joiners []peer.ID
+	// goes maps a peer to the leave or removal of it that m is.
+	var goes map[peer.ID]*protocol.Message
+	if m.Type == member.TypeMember {
+		if c, p, err := member.ParseChange(m); err == nil {
+			switch c.Op {
+			case member.OpJoin:
+				if s.sealed() {
+					joiners = append(joiners, p)
+				}
+			case member.OpLeave, member.OpRemove:
+				goes = map[peer.ID]*protocol.Message{p: m}
+			}
+		}
 	}
 	before := s.current.Load()
 	st := s.graph.Current()
@@ -676,8 +654,7 @@ func (n *Node) accepted(ctx context.Context, s *privSpace, m *protocol.Message) 
 		// It announced its subscription while a member: make it announce
 		// again, to be filtered. If this node removed it, tell it so
 		// (gossip no longer reaches it), so that its daemon stops posting.
-		// (The change is looked up by its target: the message that made
-		// this call may be another, one the change waited for.)
+		// (The change is looked up by its target.)
 		change := goes[e.Peer]
 		if change != nil && change.Sender() == e.Peer {
 			// It left, and may be waiting for this node's answer to the
