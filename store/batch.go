@@ -133,6 +133,10 @@ type batchAdded struct {
 // there), not a tombstone and an r key again.
 func (s *Store) batchOnce(ms []Message, idx []int, q Quota, results []PutResult) error {
 	s.compact.wake()
+	// From before the reads, as in putOnce: no delete commits between
+	// them and the commit.
+	s.mutateMu.RLock()
+	defer s.mutateMu.RUnlock()
 	txn := s.db.NewTransaction(true)
 	defer txn.Discard()
 
@@ -189,8 +193,8 @@ func (s *Store) batchOnce(ms []Message, idx []int, q Quota, results []PutResult)
 				if bp.space, err = recordSpace(val); err != nil {
 					return fmt.Errorf("parent %s of %s: %w", parent, m.ID, err)
 				}
-				// Read, so a concurrent change of it (a sweep deleting
-				// its last child) conflicts with this transaction.
+				// Whether a stored child names it: no delete of that
+				// child commits before this transaction (mutateMu).
 				_, err = get(txn, refKey(parent))
 				bp.referenced = err == nil
 				if err != nil && !errors.Is(err, ErrNotFound) {
@@ -206,8 +210,9 @@ func (s *Store) batchOnce(ms []Message, idx []int, q Quota, results []PutResult)
 		planned[m.ID] = true
 	}
 
-	s.mutateMu.RLock()
-	defer s.mutateMu.RUnlock()
+	if s.afterRead != nil && len(plans) > 0 {
+		s.afterRead(&ms[plans[0].i])
+	}
 	s.commitMu.Lock()
 	var (
 		charges []charge

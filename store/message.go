@@ -119,7 +119,8 @@ func (s *Store) put(ctx context.Context, m Message, q Quota) (e Entry, added boo
 // the wait for the commit (and, in PutWithin, the disk) happens outside it
 // so that concurrent Puts share one write and one fsync.
 // The transaction is started (NewTransaction may wait for commits in
-// flight) and read outside commitMu.
+// flight) and read outside commitMu, and under mutateMu, which deletes
+// take exclusively: what it read is not deleted before it commits.
 //
 // Heads: m is a head unless a stored message names it (r key); m's stored
 // parents stop being heads. A concurrent parent/child pair is caught by
@@ -128,6 +129,12 @@ func (s *Store) put(ctx context.Context, m Message, q Quota) (e Entry, added boo
 // conflicts on m|id. Conflicts are retried; the retry sees the winner.
 func (s *Store) putOnce(m Message, q Quota) (Entry, bool, error) {
 	s.compact.wake()
+	// Held from before the transaction reads until the in-memory state is
+	// updated (see Store.mutateMu): no delete commits between the reads
+	// and the commit, so a sweep never makes the Put conflict, and no
+	// delete of m applies its own update first.
+	s.mutateMu.RLock()
+	defer s.mutateMu.RUnlock()
 	txn := s.db.NewTransaction(true)
 	defer txn.Discard()
 
@@ -188,10 +195,10 @@ func (s *Store) putOnce(m Message, q Quota) (Entry, bool, error) {
 		}
 	}
 
-	// Held from before the commit until the in-memory state is updated, so
-	// that no delete of m applies its own update first (see Store.mutateMu).
-	s.mutateMu.RLock()
-	defer s.mutateMu.RUnlock()
+	if s.afterRead != nil {
+		s.afterRead(&m)
+	}
+
 	s.commitMu.Lock()
 	seq, err := s.nextSeqLocked(m.Space)
 	if err != nil {
@@ -340,9 +347,8 @@ func (s *Store) updateHeads(m Message, head bool, unheaded []headRef) {
 // heads (false for all when they are not cached). A send's parents are
 // its space's heads, so a Put of it needs no read of them: a cached head
 // is stored in that space and its Put is done (its heads update ran).
-// Should a delete of it commit meanwhile (sweep), the Put still writes
-// what it writes for a parent not stored, the c and r keys, and deletes
-// a head key already deleted.
+// The Put holds mutateMu, so no delete of it (sweep) commits before the
+// Put does.
 func (s *Store) cachedHeads(space protocol.ID, ids []protocol.ID) []bool {
 	if len(ids) == 0 {
 		return nil

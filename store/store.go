@@ -61,12 +61,15 @@ type Store struct {
 	commitMu sync.Mutex
 	seqs     map[protocol.ID]uint64 // last seq allocated per space; guarded by commitMu
 
-	// mutateMu orders the in-memory updates (heads, range indexes) of Puts
-	// and deletes of the same message: Puts hold it shared from before
-	// their commit until their updates are done, deletes hold it
-	// exclusively from before their transaction until their updates are
-	// done. So a delete that sees a message also sees its Put's updates
-	// applied, and never has its own overwritten by them.
+	// mutateMu orders Puts and deletes: Puts hold it shared from before
+	// their transaction reads until their in-memory updates (heads, range
+	// indexes) are done, deletes hold it exclusively from before their
+	// transaction until their updates are done. So no delete commits
+	// between a Put's reads and its commit (a sweep, however often it
+	// runs, never makes a Put conflict), a delete that sees a message also
+	// sees its Put's updates applied and never has its own overwritten by
+	// them, and Heads, which holds it shared, never names a message whose
+	// delete has committed.
 	mutateMu sync.RWMutex
 
 	// headsMu guards heads: each space's heads, cached in memory once read
@@ -81,6 +84,13 @@ type Store struct {
 	// afterCommit, when set (tests), runs after a Put's commit and
 	// before its heads update.
 	afterCommit func(m *Message)
+	// afterRead, when set (tests), runs in each attempt of a Put once
+	// its transaction has read what its writes depend on, before it
+	// writes them.
+	afterRead func(m *Message)
+	// afterDelete, when set (tests), runs after a delete's commit and
+	// before its in-memory updates.
+	afterDelete func(deleted []Message)
 
 	// indexMu guards indexes: each space's range index, built on first use.
 	indexMu sync.Mutex

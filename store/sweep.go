@@ -354,6 +354,9 @@ func (s *Store) deleteLocked(ids []protocol.ID) (int, error) {
 		d, err := s.deleteOnce(ids)
 		switch {
 		case err == nil:
+			if s.afterDelete != nil {
+				s.afterDelete(d.deleted)
+			}
 			s.applyDeletion(d)
 			return len(d.deleted), nil
 		case errors.Is(err, badger.ErrTxnTooBig) && len(ids) > 1:
@@ -378,10 +381,9 @@ func (s *Store) deleteLocked(ids []protocol.ID) (int, error) {
 // taken for a head. A parent left without children is no longer
 // referenced and, if stored, is a head again.
 //
-// Puts cannot commit while it runs (mutateMu), but one that read before
-// its commit may conflict with it; both sides see it as Badger's conflict
-// and retry, the Put sees the message gone. A new child of a parent made
-// a head here clears the head when it commits, as for any head.
+// No Put is between its reads and its commit while it runs (mutateMu),
+// so neither conflicts with the other. A new child of a parent made a
+// head here clears the head when it commits, as for any head.
 func (s *Store) deleteOnce(ids []protocol.ID) (deletion, error) {
 	s.compact.wake()
 	txn := s.db.NewTransaction(true)
