@@ -547,12 +547,18 @@ func (s *Store) Read(space protocol.ID, after Cursor, limit int) ([]Entry, Curso
 }
 
 // Heads returns the messages of space that no stored message names in its
-// Prev, sorted by ID bytes.
+// Prev, sorted by ID bytes. A message whose delete (Sweep) has committed
+// is not among them: a send naming the heads names no message deleted
+// before it asked.
 func (s *Store) Heads(space protocol.ID) ([]protocol.ID, error) {
 	if err := s.enter(); err != nil {
 		return nil, err
 	}
 	defer s.leave()
+	// Shared, as Puts hold it: a delete holds it exclusively from before
+	// its commit until the cached heads are updated.
+	s.mutateMu.RLock()
+	defer s.mutateMu.RUnlock()
 	s.headsMu.Lock()
 	defer s.headsMu.Unlock()
 	hs, ok := s.heads[space]

@@ -1,0 +1,134 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	badger "github.com/dgraph-io/badger/v4"
+	"github.com/weftmesh/weft/protocol"
+)
+
+// TestHeadsAfterDelete runs a sweep continuously, deleting heads (3 of
+// 4 messages expire 1 ms after they are sent), while 4 senders read their
+// space's heads and put a message naming them. A message whose delete
+// had committed before a sender read the heads must not be among them,
+// nor named as a parent by any stored message. Each delete is held a
+// moment between its commit and its in-memory updates, where Heads used
+// to read the deleted message from the cached heads.
+func TestHeadsAfterDelete(t *testing.T) {
+	s, err := Open(Options{Dir: t.TempDir(), SweepInterval: -1, GCInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	sp := protocol.MessageID([]byte("space"))
+
+	var (
+		mu   sync.Mutex
+		gone = map[protocol.ID]int{} // deleted message -> its place in the order of deletes
+	)
+	s.afterDelete = func(deleted []Message) {
+		mu.Lock()
+		for _, m := range deleted {
+			gone[m.ID] = len(gone)
+		}
+		mu.Unlock()
+		time.Sleep(200 * time.Microsecond) // between the commit and the heads update
+	}
+	// deletedBefore reports whether id's delete committed before the
+	// first n deletes were recorded.
+	deletedBefore := func(id protocol.ID, n int) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		i, ok := gone[id]
+		return ok && i < n
+	}
+
+	ctx, cancel := context.WithCancel(t.Context())
+	var sweeper sync.WaitGroup
+	sweeper.Go(func() {
+		for ctx.Err() == nil {
+			if _, err := s.Sweep(ctx); err != nil && ctx.Err() == nil {
+				t.Errorf("sweep: %v", err)
+			}
+		}
+	})
+
+	const senders, each = 4, 300
+	var (
+		wg        sync.WaitGroup
+		stale     atomic.Int64
+		sentMu    sync.Mutex
+		snapshots = map[protocol.ID]int{} // message -> deletes recorded before its heads were read
+	)
+	for w := range senders {
+		wg.Go(func() {
+			for i := range each {
+				mu.Lock()
+				n := len(gone)
+				mu.Unlock()
+				heads, err := s.Heads(sp)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				for _, h := range heads {
+					if deletedBefore(h, n) && stale.Add(1) <= 5 {
+						t.Errorf("Heads named %x, deleted before it was called", h[:4])
+					}
+				}
+				now := time.Now().UnixMilli()
+				m := Message{
+					ID:    protocol.MessageID([]byte(fmt.Sprint("m", w, ".", i))),
+					Space: sp, Time: now, Prev: heads, Raw: []byte("x"),
+				}
+				if i%4 != 0 {
+					m.Expires = now + 1
+				}
+				if _, _, err := s.Put(t.Context(), m); err != nil {
+					t.Errorf("put: %v", err)
+					return
+				}
+				sentMu.Lock()
+				snapshots[m.ID] = n
+				sentMu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	cancel()
+	sweeper.Wait()
+
+	mu.Lock()
+	deleted := len(gone)
+	mu.Unlock()
+	t.Logf("%d messages deleted; Heads named one after its delete %d times", deleted, stale.Load())
+	if deleted < senders*each/2 {
+		t.Fatalf("%d of %d messages deleted: too few to test anything", deleted, senders*each)
+	}
+	// The stored messages (the sweeps deleted the others): none names a
+	// parent deleted before its heads were read.
+	checked := 0
+	for id, n := range snapshots {
+		var e Entry
+		err := s.db.View(func(txn *badger.Txn) (err error) { e, err = readEntry(txn, id); return err }) // expired or not
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		checked++
+		for _, p := range e.Prev {
+			if deletedBefore(p, n) && stale.Add(1) <= 10 {
+				t.Errorf("message %x names %x, deleted before its heads were read", id[:4], p[:4])
+			}
+		}
+	}
+	t.Logf("%d messages left stored, checked", checked)
+}
