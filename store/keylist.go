@@ -21,8 +21,11 @@ import (
 // (the space's time index) when an operation needs them. A million keys
 // held whole took ~60 MB of a daemon's heap; the block summaries of a
 // million take ~250 KB. Blocks are cooled once an operation is done,
-// least recently used first, never the last one (where appends go), so
-// a position found during an operation stays valid until it ends.
+// never the last one (where appends go), so a position found during an
+// operation stays valid until it ends. Which ones is chosen by a clock
+// hand (see cool), at a cost that does not grow with the number of
+// blocks: at 10M keys a scan of every block for the least recently used
+// one took ~2×10⁸ steps per build of the list.
 //
 // A block read back holds what the store holds in its range then, which
 // may include a commit whose update has not reached the list yet (or miss
@@ -35,26 +38,33 @@ type keyList struct {
 	n      int         // total number of keys
 
 	// load, if not nil, returns the stored keys k with lo <= k <= hi, in
-	// order; without it every block stays hot.
+	// order; without it every block stays hot. It is set before the
+	// first insert.
 	load func(lo, hi protocol.SyncKey) ([]protocol.SyncKey, error)
 	// mayLoad, if not nil, is asked before each block is read back: its
 	// error fails the operation (a budget of reads, see readIndex).
 	mayLoad func() error
-	maxHot  int    // with load, how many blocks may stay hot between operations
-	hot     int    // blocks whose keys are in memory
-	clock   uint64 // counts uses, for least-recently-used
+	maxHot  int // with load, how many blocks may stay hot between operations
+	hot     int // blocks whose keys are in memory
+	// queue holds the hot blocks, in the order they became hot or were
+	// last spared by cool (its front is the clock hand), and blocks
+	// removed from the list while hot (dead) until cool passes them or
+	// they are more than half of it.
+	queue []*keyBlock
+	dead  int // dead blocks in queue
 }
 
 type keyBlock struct {
 	keys []protocol.SyncKey // sorted, up to maxBlockKeys; nil when cold
 	cold bool
+	used bool         // used since it became hot or cool last spared it
+	dead bool         // removed from the list (it may still be in the queue)
 	n    int          // number of keys, hot or cold
 	sum  protocol.Sum // of keys' IDs
 	// hi bounds the block's range: its keys are > the previous block's
 	// hi and <= its own. It is at least its last key (equal but after a
 	// removal of the last key).
-	hi   protocol.SyncKey
-	used uint64 // keyList.clock at its last use
+	hi protocol.SyncKey
 }
 
 const (
@@ -85,8 +95,7 @@ func (l *keyList) blockFor(k protocol.SyncKey) int {
 // keysOf returns block i's keys, reading them back if it is cold.
 func (l *keyList) keysOf(i int) ([]protocol.SyncKey, error) {
 	b := l.blocks[i]
-	l.clock++
-	b.used = l.clock
+	b.used = true
 	if !b.cold {
 		return b.keys, nil
 	}
@@ -106,29 +115,65 @@ func (l *keyList) keysOf(i int) ([]protocol.SyncKey, error) {
 	b.keys, b.cold = slices.Clip(keys), false
 	l.n += len(keys) - b.n
 	b.n, b.sum = len(keys), sumKeys(keys)
-	l.hot++
+	l.heat(b)
 	return b.keys, nil
 }
 
-// cool makes the least recently used blocks cold until at most maxHot are
-// hot. Operations call it when they are done.
-func (l *keyList) cool() {
+// heat counts b, which just became hot, and queues it for cool.
+func (l *keyList) heat(b *keyBlock) {
+	l.hot++
+	if l.load != nil {
+		l.queue = append(l.queue, b)
+	}
+}
+
+// drop counts b, a hot block just removed from the list, out. It stays
+// in the queue until cool passes it, unless the dead are more than half
+// of the queue, which is then compacted (O(1) amortised per block).
+func (l *keyList) drop(b *keyBlock) {
+	b.dead = true
+	l.hot--
 	if l.load == nil {
 		return
 	}
-	for l.hot > l.maxHot {
-		victim := -1
-		for i, b := range l.blocks[:len(l.blocks)-1] {
-			if !b.cold && (victim < 0 || b.used < l.blocks[victim].used) {
-				victim = i
-			}
+	if l.dead++; l.dead > len(l.queue)/2 {
+		l.queue = slices.DeleteFunc(l.queue, func(b *keyBlock) bool { return b.dead })
+		l.dead = 0
+	}
+}
+
+// cool makes blocks cold until at most maxHot are hot, never the last
+// block. Operations call it when they are done. It chooses them with a
+// clock hand (second chance): the hot blocks wait in a queue; the block
+// at its front is made cold, unless it was used since it joined the
+// back, in which case it joins the back again, unused. Each step cools a
+// block, spares one once per use, passes a dead one once, or passes the
+// last block (once per turn of the queue): O(1) amortised, however many
+// blocks are cold, where finding the least recently used block scanned
+// them all.
+func (l *keyList) cool() {
+	if l.load == nil || len(l.blocks) == 0 {
+		return
+	}
+	last := l.blocks[len(l.blocks)-1]
+	// Without a cooling, a turn of the queue unmarks every block and the
+	// next cools one, unless the last block is the only one hot.
+	for idle := 0; l.hot > l.maxHot && len(l.queue) > 0 && idle <= 2*len(l.queue); {
+		b := l.queue[0]
+		l.queue[0] = nil
+		l.queue = l.queue[1:]
+		switch {
+		case b.dead:
+			l.dead--
+		case b.used || b == last:
+			b.used = false
+			l.queue = append(l.queue, b)
+			idle++
+		default:
+			b.keys, b.cold = nil, true
+			l.hot--
+			idle = 0
 		}
-		if victim < 0 {
-			return
-		}
-		b := l.blocks[victim]
-		b.keys, b.cold = nil, true
-		l.hot--
 	}
 }
 
@@ -206,9 +251,9 @@ func (l *keyList) newBlock(keys []protocol.SyncKey) *keyBlock {
 	if cap(keys) < 64 {
 		keys = append(make([]protocol.SyncKey, 0, 64), keys...)
 	}
-	l.clock++
-	l.hot++
-	return &keyBlock{keys: keys, n: len(keys), sum: sumKeys(keys), hi: keys[len(keys)-1], used: l.clock}
+	b := &keyBlock{keys: keys, n: len(keys), sum: sumKeys(keys), hi: keys[len(keys)-1], used: true}
+	l.heat(b)
+	return b
 }
 
 // remove deletes k, reporting whether it was present.
@@ -250,7 +295,7 @@ func (l *keyList) remove(k protocol.SyncKey) (bool, error) {
 func (l *keyList) dropIfEmpty(i int) {
 	if b := l.blocks[i]; !b.cold && len(b.keys) == 0 {
 		l.blocks = slices.Delete(l.blocks, i, i+1)
-		l.hot--
+		l.drop(b)
 	}
 }
 
@@ -261,9 +306,9 @@ func (l *keyList) merge(i int) {
 	a.n += b.n
 	a.sum.AddSum(b.sum)
 	a.hi = b.hi
-	a.used = max(a.used, b.used)
+	a.used = a.used || b.used
 	l.blocks = slices.Delete(l.blocks, i+1, i+2)
-	l.hot--
+	l.drop(b)
 }
 
 // span returns the positions of the first key >= lo and the first key
