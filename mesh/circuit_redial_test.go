@@ -56,11 +56,14 @@ func TestCircuitRedial(t *testing.T) {
 			OnSync:          onSync,
 		}
 	}
-	a, _ := newTestMesh(t, natted(func(se reconcile.Session) {
+	var refuseB atomic.Bool // a's access rule refuses b
+	ca := natted(func(se reconcile.Session) {
 		if se.Err == nil && se.Space == space && se.Peer == bID.Load() {
 			synced.Add(1)
 		}
-	}), relay)
+	})
+	ca.SpaceAccess = func(_ protocol.ID, p peer.ID) bool { return !refuseB.Load() || p != bID.Load() }
+	a, _ := newTestMesh(t, ca, relay)
 	b, _ := newTestMesh(t, natted(nil), relay)
 	bID.Store(b.ID())
 	for _, m := range []*Mesh{a, b} {
@@ -94,6 +97,26 @@ func TestCircuitRedial(t *testing.T) {
 		})
 		t.Logf("round %d: circuit back, %d sessions with b at a", round, synced.Load())
 	}
+
+	// b loses its access (removed from the space, say), then its circuit
+	// ends: a drops it and does not dial it again (nor take it back when
+	// b dials a).
+	refuseB.Store(true)
+	if err := a.h.Network().ClosePeer(b.ID()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "a drops b, who lost access", func() bool { return !isMember(a, b) })
+	time.Sleep(2 * redialFirst) // room for redials, were there any
+	if isMember(a, b) {
+		t.Error("a took b back after b lost access")
+	}
+	refuseB.Store(false)
+	waitFor(t, 15*time.Second, "b, allowed again, a circuit member of a again", func() bool {
+		if !isMember(a, b) {
+			a.noteCircuit(space, b.ID()) // as the rendezvous would
+		}
+		return isMember(a, b)
+	})
 
 	// b goes for good: a's redials fail, and a drops it.
 	if err := b.Close(); err != nil {
