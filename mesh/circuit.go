@@ -2,11 +2,14 @@ package mesh
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/net/swarm"
+	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/weftmesh/weft/protocol"
 )
@@ -18,9 +21,15 @@ const (
 	// circuitGap is the least time between two rounds of syncs with a
 	// space's circuit members: publications meanwhile share the next round.
 	circuitGap = 250 * time.Millisecond
-	// circuitFailures is how many sessions in a row may fail (a busy
-	// peer's, a timed-out one's) before a circuit member is dropped.
+	// circuitFailures is how many sessions or redials in a row may fail (a
+	// busy peer's, a timed-out one's, a peer gone for good) before a
+	// circuit member is dropped.
 	circuitFailures = 3
+	// redialFirst is the wait after a failed redial of a circuit member;
+	// it doubles after each failure.
+	redialFirst = time.Second
+	// redialTimeout bounds one redial through the relay.
+	redialTimeout = 10 * time.Second
 )
 
 // circuitPeers are the members of a space whose only connection to this
@@ -38,47 +47,76 @@ const (
 // limited and the space's access rule (Config.SpaceAccess) lets it take
 // part: when a sync session for the space with it ends well (either side),
 // or when the space's rendezvous finds it. It stops being one when that
-// is no longer so (it went away, a direct connection brought it into the
-// topic, it lost access) and when circuitFailures sessions with it in a
-// row fail. The set is
-// bounded (maxCircuitPeers): a peer that would overflow it is not taken.
+// is no longer so (a direct connection brought it into the topic, it lost
+// access) and when circuitFailures sessions or redials with it in a row
+// fail. The set is bounded (maxCircuitPeers): a peer that would overflow
+// it is not taken.
+//
+// A circuit ends (the relay's limits on its time and bytes, the relay's
+// restart, the peer's): a member that is no longer connected at all is
+// dialled again through the relay it came through (the circuit address
+// is kept), at once and then after redialFirst, doubled after each
+// failure; circuitFailures in a row drop it. Without that the member was
+// dropped with its circuit and synced again only once the rendezvous found
+// it again, up to a minute later.
 type circuitPeers struct {
 	mu sync.Mutex
-	m  map[peer.ID]int // → sessions failed in a row
+	m  map[peer.ID]*circuitPeer
 	// due wakes the space's circuit loop for a round (see Mesh.circuitLoop).
 	due chan struct{}
 }
 
-// add takes p in and reports whether it was new.
-func (c *circuitPeers) add(p peer.ID) bool {
+// circuitPeer is what circuitPeers keeps of a member.
+type circuitPeer struct {
+	fails     int          // sessions or redials failed in a row
+	addr      ma.Multiaddr // its circuit address: through the relay (nil: none known)
+	redialing bool         // a redial is under way
+}
+
+// add takes p in, reached at the circuit address addr (nil: unknown), and
+// reports whether it was new. A peer already in has a session or a redial
+// gone well: its count of failures starts again.
+func (c *circuitPeers) add(p peer.ID, addr ma.Multiaddr) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.m[p]; ok {
-		c.m[p] = 0 // a session went well
+	if cp, ok := c.m[p]; ok {
+		cp.fails = 0
+		if addr != nil {
+			cp.addr = addr
+		}
 		return false
 	}
 	if len(c.m) >= maxCircuitPeers {
 		return false
 	}
 	if c.m == nil {
-		c.m = make(map[peer.ID]int)
+		c.m = make(map[peer.ID]*circuitPeer)
 	}
-	c.m[p] = 0
+	c.m[p] = &circuitPeer{addr: addr}
 	return true
 }
 
-// failed counts a failed session with p, and lets p go after
-// circuitFailures in a row.
-func (c *circuitPeers) failed(p peer.ID) {
+// failed counts a failed session or redial with p, lets p go after
+// circuitFailures in a row, and reports whether p is still in.
+func (c *circuitPeers) failed(p peer.ID) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if n, ok := c.m[p]; ok {
-		if n+1 >= circuitFailures {
-			delete(c.m, p)
-		} else {
-			c.m[p] = n + 1
-		}
+	cp, ok := c.m[p]
+	if !ok {
+		return false
 	}
+	if cp.fails++; cp.fails >= circuitFailures {
+		delete(c.m, p)
+		return false
+	}
+	return true
+}
+
+// drop lets p go.
+func (c *circuitPeers) drop(p peer.ID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.m, p)
 }
 
 // keep drops every peer for which still is false and returns the others.
@@ -94,6 +132,41 @@ func (c *circuitPeers) keep(still func(peer.ID) bool) []peer.ID {
 		}
 	}
 	return out
+}
+
+// has reports whether p is a member.
+func (c *circuitPeers) has(p peer.ID) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.m[p]
+	return ok
+}
+
+// startRedial marks a redial of p as under way and returns p's circuit
+// address; nil when p is not in or is being redialled already, and when it
+// has no known address (it is dropped then).
+func (c *circuitPeers) startRedial(p peer.ID) ma.Multiaddr {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cp, ok := c.m[p]
+	switch {
+	case !ok || cp.redialing:
+		return nil
+	case cp.addr == nil: // no way back to it
+		delete(c.m, p)
+		return nil
+	}
+	cp.redialing = true
+	return cp.addr
+}
+
+// endRedial marks the redial of p as over.
+func (c *circuitPeers) endRedial(p peer.ID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cp, ok := c.m[p]; ok {
+		cp.redialing = false
+	}
 }
 
 // wake asks for a round of syncs with the circuit members, unless one is
@@ -138,19 +211,114 @@ func (m *Mesh) noteCircuit(space protocol.ID, p peer.ID) {
 	if m.sync == nil || !m.circuitPeer(space, p) {
 		return
 	}
-	if s := m.joined(space); s != nil && s.circuit.add(p) {
+	if s := m.joined(space); s != nil && s.circuit.add(p, m.circuitAddr(p)) {
 		m.log.Debug("space member reached through a circuit: synced instead of gossiped", "space", space, "peer", p)
 		m.sync.Trigger(p, space)
 	}
 }
 
-// syncCircuits syncs the space with each of its circuit members.
-func (m *Mesh) syncCircuits(s *space) {
+// circuitAddr returns the address of one of this node's circuits to p
+// (…/p2p/RELAY/p2p-circuit), a way to dial p again; nil if it has none.
+func (m *Mesh) circuitAddr(p peer.ID) ma.Multiaddr {
+	for _, c := range m.h.Network().ConnsToPeer(p) {
+		if a := c.RemoteMultiaddr(); isCircuit(a) {
+			return a
+		}
+	}
+	return nil
+}
+
+// circuitLost wakes the circuit loop of each joined space of which p is a
+// circuit member, once this node has no connection left to p: the loop
+// dials it again (see circuitPeers).
+func (m *Mesh) circuitLost(p peer.ID) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	for _, s := range m.spaces {
+		if s.circuit.has(p) {
+			s.circuit.wake()
+		}
+	}
+}
+
+// syncCircuits syncs the space with each of its circuit members, and
+// starts a redial of each that is no longer connected at all (see
+// circuitPeers). Members that are connected directly now (gossip carries
+// the space to them) or have lost access to the space are dropped.
+func (m *Mesh) syncCircuits(ctx context.Context, s *space) {
 	if m.sync == nil {
 		return
 	}
-	for _, p := range s.circuit.keep(func(p peer.ID) bool { return m.circuitPeer(s.id, p) }) {
+	var live, lost []peer.ID
+	s.circuit.keep(func(p peer.ID) bool {
+		switch {
+		case m.circuitPeer(s.id, p):
+			live = append(live, p)
+		case m.h.Network().Connectedness(p) == network.NotConnected && (m.spaceAccess == nil || m.spaceAccess(s.id, p)):
+			lost = append(lost, p)
+		default:
+			return false
+		}
+		return true
+	})
+	for _, p := range live {
 		m.sync.Trigger(p, s.id)
+	}
+	for _, p := range lost {
+		if addr := s.circuit.startRedial(p); addr != nil {
+			s.wg.Go(func() { m.redial(ctx, s, p, addr) })
+		}
+	}
+}
+
+// redial dials the lost circuit member p again through the relay, at
+// addr, until it is connected again, has failed circuitFailures times in
+// a row (and is dropped), or ctx ends. Connected again through a circuit,
+// it is synced at once; connected directly, it is gossip's and is dropped.
+func (m *Mesh) redial(ctx context.Context, s *space, p peer.ID, addr ma.Multiaddr) {
+	defer s.circuit.endRedial(p)
+	wait := redialFirst
+	for {
+		if m.spaceAccess != nil && !m.spaceAccess(s.id, p) {
+			s.circuit.drop(p) // removed from the space, or it left
+			return
+		}
+		var err error
+		if m.h.Network().Connectedness(p) == network.NotConnected {
+			// The swarm's own backoff would refuse a peer that failed a
+			// moment ago: the redial has one of its own.
+			if sw, ok := m.h.Network().(interface{ Backoff() *swarm.DialBackoff }); ok {
+				sw.Backoff().Clear(p)
+			}
+			dctx, cancel := context.WithTimeout(ctx, redialTimeout)
+			err = m.h.Connect(network.WithAllowLimitedConn(dctx, "weft circuit member"), peer.AddrInfo{ID: p, Addrs: []ma.Multiaddr{addr}})
+			cancel()
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		switch c := m.h.Network().Connectedness(p); {
+		case err == nil && c == network.Limited && m.circuitPeer(s.id, p):
+			s.circuit.add(p, m.circuitAddr(p)) // its failures start again
+			m.log.Debug("circuit member dialled again through its relay", "space", s.id, "peer", p)
+			m.sync.Trigger(p, s.id)
+			return
+		case err == nil && c == network.Connected:
+			s.circuit.drop(p) // direct now: in the topic, gossip's
+			return
+		case err == nil:
+			err = errors.New("not connected after the dial")
+		}
+		if !s.circuit.failed(p) {
+			m.log.Debug("circuit member dropped: redials failed", "space", s.id, "peer", p, "err", err)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		wait *= 2
 	}
 }
 
@@ -164,7 +332,7 @@ func (m *Mesh) circuitLoop(ctx context.Context, s *space) {
 			return
 		case <-s.circuit.due:
 		}
-		m.syncCircuits(s)
+		m.syncCircuits(ctx, s)
 		select {
 		case <-ctx.Done():
 			return

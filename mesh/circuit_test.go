@@ -20,11 +20,11 @@ func TestCircuitPeersBounded(t *testing.T) {
 		ids[i] = peer.ID(fmt.Sprintf("peer-%02d", i))
 	}
 	for i, p := range ids {
-		if got, want := c.add(p), i < maxCircuitPeers; got != want {
+		if got, want := c.add(p, nil), i < maxCircuitPeers; got != want {
 			t.Fatalf("add #%d = %v, want %v", i, got, want)
 		}
 	}
-	if c.add(ids[0]) {
+	if c.add(ids[0], nil) {
 		t.Fatal("a peer already in was added again")
 	}
 	// Keep the even ones: the odd ones leave, which makes room.
@@ -38,7 +38,7 @@ func TestCircuitPeersBounded(t *testing.T) {
 			t.Fatalf("kept %s", p)
 		}
 	}
-	if !c.add(ids[maxCircuitPeers]) {
+	if !c.add(ids[maxCircuitPeers], nil) {
 		t.Fatal("no room after peers left")
 	}
 	if n := len(c.keep(func(peer.ID) bool { return true })); n != maxCircuitPeers/2+1 {
@@ -51,7 +51,7 @@ func TestCircuitPeersBounded(t *testing.T) {
 	for range circuitFailures - 1 {
 		c.failed(p)
 	}
-	c.add(p) // a session went well
+	c.add(p, nil) // a session went well
 	for range circuitFailures - 1 {
 		c.failed(p)
 	}

@@ -100,10 +100,27 @@ const (
 // looked up. Advertising the last heartbeat's messages to 3 peers (each
 // ID 3 times) still offers every message to peers outside the mesh once
 // (a node that missed it asks: IWANT); sync repairs what both miss.
+//
+// UnsubscribeBackoff is the backoff a node that leaves a space asks of its
+// mesh peers (in the PRUNE it sends them) and keeps towards them: 1 s, the
+// least the PRUNE can carry (whole seconds; 0 means "use your own
+// PruneBackoff", a minute), instead of 10 s. A node that left a space and
+// joined it again after a restart GRAFTed inside the 10 s, which cost it a
+// behaviour penalty at each peer and a fresh minute's backoff: out of the
+// space's mesh for 74 s (TestLeaveRejoinGossip), with a few such cycles
+// enough to have it graylisted. The trade-off: a leaver that rejoins at
+// once (inside the second) still gets the penalty and the minute, and
+// peers that leave and rejoin a space in a loop churn the mesh every
+// second instead of every 10 (each GRAFT and PRUNE is one small control
+// message; PruneBackoff, which keeps peers pruned for an over-full mesh or
+// a bad score out, stays a minute). Without a restart the leaver's own
+// backoff towards its old mesh peers lasts until gossipsub clears it (every
+// 15 heartbeats): it gets the space by gossip (IHAVE) meanwhile.
 func gossipParams() pubsub.GossipSubParams {
 	p := pubsub.DefaultGossipSubParams()
 	p.D, p.Dlo, p.Dhi, p.Dscore, p.Dout = 4, 3, 6, 2, 1
 	p.Dlazy, p.HistoryGossip = 3, 1
+	p.UnsubscribeBackoff = time.Second
 	return p
 }
 

@@ -45,7 +45,7 @@ const (
 // cfg.Conns applied (resourceLimits), a connection manager with cfg's
 // watermarks, a connection gater (gate: the allowlist and the inbound share
 // of strangers, then cfg.Gater), and NAT traversal: AutoNAT (client, and a
-// rate-limited service for peers), circuit relay v2 (a relay service for
+// rate-limited service for peers unless forced private), circuit relay v2 (a relay service for
 // the peers cfg.Relay names that runs while this node is publicly
 // reachable, and the client side: reservations on relays found among the
 // peers while it is not), and hole punching (DCUtR) to replace relayed
@@ -95,7 +95,6 @@ func newHost(key crypto.PrivKey, cfg Config, boot []peer.AddrInfo) (host.Host, *
 		libp2p.UserAgent(protocol.AgentVersion + "/" + version.String()),
 		libp2p.EnableRelay(),
 		libp2p.ConnectionGater(gater),
-		libp2p.EnableNATService(),
 		libp2p.EnableHolePunching(),
 		libp2p.EnableAutoRelayWithPeerSource(relayCandidates(id, &self, boot),
 			autorelay.WithBootDelay(0),
@@ -122,9 +121,16 @@ func newHost(key crypto.PrivKey, cfg Config, boot []peer.AddrInfo) (host.Host, *
 	}
 	switch cfg.Reachability {
 	case ReachabilityPublic:
-		opts = append(opts, libp2p.ForceReachabilityPublic())
+		opts = append(opts, libp2p.ForceReachabilityPublic(), libp2p.EnableNATService())
 	case ReachabilityPrivate:
+		// No AutoNAT service: libp2p never runs it on a node forced
+		// private, but builds its dialer (a second swarm, with its
+		// peerstore and QUIC transports) all the same, and only the
+		// service closes that dialer: a forced-private mesh left six
+		// goroutines behind after Close (TestCloseLeavesNoGoroutines).
 		opts = append(opts, libp2p.ForceReachabilityPrivate())
+	default:
+		opts = append(opts, libp2p.EnableNATService())
 	}
 	h, err := libp2p.New(opts...)
 	if err != nil {

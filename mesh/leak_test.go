@@ -11,13 +11,28 @@ import (
 )
 
 // Close stops everything: after two joined, connected meshes close, the
-// goroutine count returns to where it was.
+// goroutine count returns to where it was. Each reachability is a config
+// of its own: a node that is forced private runs autorelay's client and
+// takes a reservation on its peer (a public relay), a public one runs the
+// relay service, and AutoNAT runs in both.
 func TestCloseLeavesNoGoroutines(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		a, b Config
+	}{
+		{"default", Config{}, Config{}},
+		{"private", Config{Reachability: ReachabilityPublic, Relay: RelayOpen}, Config{Reachability: ReachabilityPrivate}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { closeLeavesNoGoroutines(t, tc.a, tc.b) })
+	}
+}
+
+func closeLeavesNoGoroutines(t *testing.T, ca, cb Config) {
 	before := runtime.NumGoroutine()
 
 	space := protocol.SpaceID("test/leak")
-	a, _ := newTestMesh(t, Config{})
-	b, _ := newTestMesh(t, Config{}, a)
+	a, _ := newTestMesh(t, ca)
+	b, _ := newTestMesh(t, cb, a)
 	for _, m := range []*Mesh{a, b} {
 		if err := m.JoinSpace(space, newRecorder()); err != nil {
 			t.Fatal(err)

@@ -464,9 +464,12 @@ func (m *Mesh) identifiedLoop(ctx context.Context) {
 					f(ev.Peer, ev.ListenAddrs)
 				}
 			case event.EvtPeerConnectednessChanged:
-				if ev.Connectedness == network.NotConnected && seen[ev.Peer] {
-					delete(seen, ev.Peer)
-					m.log.Info("peer left", "peer", ev.Peer)
+				if ev.Connectedness == network.NotConnected {
+					m.circuitLost(ev.Peer)
+					if seen[ev.Peer] {
+						delete(seen, ev.Peer)
+						m.log.Info("peer left", "peer", ev.Peer)
+					}
 				}
 			case event.EvtLocalReachabilityChanged:
 				m.reach.Store(int32(ev.Reachability))

@@ -69,7 +69,7 @@ func (m *Mesh) syncLoop(ctx context.Context, s *space) {
 		if peers := s.topic.ListPeers(); len(peers) > 0 {
 			m.sync.Trigger(peers[rand.IntN(len(peers))], s.id)
 		}
-		m.syncCircuits(s)
+		m.syncCircuits(ctx, s)
 	}
 }
 
