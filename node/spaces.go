@@ -206,6 +206,10 @@ type Post struct {
 // this node sees them. A publish failure is logged, not returned: the
 // message is stored and peers repair gaps from the store.
 func (n *Node) Send(ctx context.Context, space protocol.ID, p Post) (Message, error) {
+	// Concurrent sends share one sync: one that syncs first waits a
+	// moment for this one to be stored (store.Expect).
+	arrived := n.store.Expect()
+	defer arrived()
 	d, err := n.draft(space, p)
 	if err != nil {
 		return Message{}, err
@@ -227,6 +231,7 @@ func (n *Node) Send(ctx context.Context, space protocol.ID, p Post) (Message, er
 	if n.cfg.Tracer != nil { // the label costs a lookup and an encoding
 		ctx, span = n.messageSpan(ctx, "send", n.spaceLabel(space), m)
 	}
+	arrived()
 	e, _, err := n.ingest(ctx, m, "api")
 	if err != nil {
 		endSpan(span, err)
