@@ -59,19 +59,19 @@ type syncer struct {
 	syncs     atomic.Int64  // syncs made (tests)
 	vlogSkips atomic.Int64  // syncs that skipped the unchanged value log (tests)
 	mu        sync.Mutex
-	cond      *sync.Cond // signalled when a sync ends; on mu
-	run       bool       // a sync is running; guarded by mu
-	begun     uint64     // syncs begun; guarded by mu
-	ended     uint64     // syncs ended (they end in order); guarded by mu
-	failed    uint64     // the last sync that failed (0: none); guarded by mu
-	err       error      // its error; guarded by mu
-	ahead     func() int64
+	cond      *sync.Cond    // signalled when a sync ends; on mu
+	run       bool          // a sync is running; guarded by mu
+	begun     uint64        // syncs begun; guarded by mu
+	ended     uint64        // syncs ended (they end in order); guarded by mu
+	failed    uint64        // the last sync that failed (0: none); guarded by mu
+	err       error         // its error; guarded by mu
+	ahead     func() int64  // durable writes on their way to a commit (commitQueue.ahead); nil: none
 	maxDefer  time.Duration // maxDefer; tests change it before use
 	// A deferred sync (deferLocked). The timer is left to fire after
 	// close: a waiter deferring then still wakes.
-	deferEnd  time.Time     // when the deferred next sync starts anyway (zero: none); guarded by mu
-	deferT    *time.Timer   // wakes the waiters at deferEnd; guarded by mu
-	deferred  atomic.Int64  // syncs that waited for writes on their way (tests)
+	deferEnd time.Time    // when the deferred next sync starts anyway (zero: none); guarded by mu
+	deferT   *time.Timer  // wakes the waiters at deferEnd; guarded by mu
+	deferred atomic.Int64 // syncs that waited for writes on their way (tests)
 	// Used by the running sync only (and close):
 	mem        activeFile      // the newest WAL
 	vlog       activeFile      // the newest value log
