@@ -33,6 +33,12 @@ type commitQueue struct {
 // about to start waits a little for them (syncer.wait).
 func (c *commitQueue) ahead() int64 { return c.expected.Load() + c.uncommitted.Load() }
 
+// DurableAhead is the number of durable Puts on their way: announced
+// (Expect) and not yet made, or queued and not yet committed. It is 0
+// whenever no send is under way; one that stayed above would hold every
+// sync back by up to its bound.
+func (s *Store) DurableAhead() int64 { return s.commits.ahead() }
+
 // Expect announces a durable Put (PutWithin) about to come, such as a send
 // being signed: a sync about to start for other Puts waits briefly for it
 // to commit (up to syncer's maxDefer), so that one sync covers both. The
