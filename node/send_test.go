@@ -1,12 +1,17 @@
 package node
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/weftmesh/weft/internal/rate"
+	"github.com/weftmesh/weft/protocol"
 )
 
 // TestSendAnnouncesItsPut: every send, stored or refused at any step,
@@ -44,5 +49,42 @@ func TestSendAnnouncesItsPut(t *testing.T) {
 	}
 	if got := n.store.DurableAhead(); got != 0 {
 		t.Fatalf("%d durable Puts still announced after every send returned", got)
+	}
+}
+
+// TestSendPacedNotAnnounced: a send the space's pace holds back is not
+// announced to the store while it waits (others' syncs would each wait
+// for it up to the store's bound).
+func TestSendPacedNotAnnounced(t *testing.T) {
+	n := deliverNode(t)
+	sp, _, err := n.Join("test-send-paced", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow := rate.Rate{PerSecond: 0.6, Burst: 1} // a turn every 1.7 s
+	p := &pacer{member: slow, stranger: slow, private: func(protocol.ID) bool { return false }, next: map[protocol.ID]time.Time{}}
+	n.pacer = p
+	turn := func() time.Time {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.next[sp.ID]
+	}
+	if _, err := n.Send(t.Context(), sp.ID, Post{Content: json.RawMessage(`{"text":"first"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	first := turn()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		_, err := n.Send(ctx, sp.ID, Post{Content: json.RawMessage(`{"text":"second"}`)})
+		done <- err
+	}()
+	waitFor(t, "the second send to take its turn", func() bool { return turn().After(first) }) // the second took its turn and waits for it
+	if got := n.store.DurableAhead(); got != 0 {
+		t.Errorf("a send waiting for its turn is announced (%d)", got)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the cancelled send: %v", err)
 	}
 }

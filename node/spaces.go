@@ -207,7 +207,7 @@ type Post struct {
 // message is stored and peers repair gaps from the store.
 func (n *Node) Send(ctx context.Context, space protocol.ID, p Post) (Message, error) {
 	// Concurrent sends share one sync: one that syncs first waits a
-	// moment for this one to be stored (store.Expect).
+	// moment for this one, being signed, to be stored (store.Expect).
 	arrived := n.store.Expect()
 	defer arrived()
 	d, err := n.draft(space, p)
@@ -224,6 +224,9 @@ func (n *Node) Send(ctx context.Context, space protocol.ID, p Post) (Message, er
 	if err := n.admit(m); err != nil {
 		return Message{}, n.refusal(m, "api", err)
 	}
+	// Not announced while the space's pace may hold it back (seconds at
+	// most): others' syncs would wait for it, each up to the store's bound.
+	arrived()
 	if err := n.pacer.wait(ctx, space, len(m.Wire())); err != nil {
 		return Message{}, err
 	}
@@ -231,7 +234,6 @@ func (n *Node) Send(ctx context.Context, space protocol.ID, p Post) (Message, er
 	if n.cfg.Tracer != nil { // the label costs a lookup and an encoding
 		ctx, span = n.messageSpan(ctx, "send", n.spaceLabel(space), m)
 	}
-	arrived()
 	e, _, err := n.ingest(ctx, m, "api")
 	if err != nil {
 		endSpan(span, err)
