@@ -206,6 +206,10 @@ type Post struct {
 // this node sees them. A publish failure is logged, not returned: the
 // message is stored and peers repair gaps from the store.
 func (n *Node) Send(ctx context.Context, space protocol.ID, p Post) (Message, error) {
+	// Concurrent sends share one sync: one that syncs first waits a
+	// moment for this one, being signed, to be stored (store.Expect).
+	arrived := n.store.Expect()
+	defer arrived()
 	d, err := n.draft(space, p)
 	if err != nil {
 		return Message{}, err
@@ -220,6 +224,9 @@ func (n *Node) Send(ctx context.Context, space protocol.ID, p Post) (Message, er
 	if err := n.admit(m); err != nil {
 		return Message{}, n.refusal(m, "api", err)
 	}
+	// Not announced while the space's pace may hold it back (seconds at
+	// most): others' syncs would wait for it, each up to the store's bound.
+	arrived()
 	if err := n.pacer.wait(ctx, space, len(m.Wire())); err != nil {
 		return Message{}, err
 	}

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -165,12 +166,18 @@ func (s *Signer) Sign(d Draft, lim Limits) (*Message, error) {
 		TTL:       int64(d.TTL / time.Second),
 		Meta:      maps.Clone(d.Meta),
 	}
-	hb, err := json.Marshal(&h)
-	if err != nil {
-		return nil, errorf(ErrMalformed, "header: %v", err)
+	// The body is built after the signing domain, which the signature
+	// covers too: one buffer, not a copy of the body to sign.
+	buf := make([]byte, 0, len(SigningDomain)+headerSize(&h)+len(content)+16)
+	buf = append(buf, SigningDomain...)
+	b, ok := appendHeader(buf[len(SigningDomain):], &h)
+	if !ok {
+		hb, err := json.Marshal(&h)
+		if err != nil {
+			return nil, errorf(ErrMalformed, "header: %v", err)
+		}
+		b = append(buf[len(SigningDomain):], hb[:len(hb)-1]...) // drop the closing brace
 	}
-	b := make([]byte, 0, len(hb)+len(content)+16)
-	b = append(b, hb[:len(hb)-1]...) // drop the closing brace
 	b = append(b, `,"content":`...)
 	at := len(b)
 	b = append(b, content...)
@@ -179,6 +186,7 @@ func (s *Signer) Sign(d Draft, lim Limits) (*Message, error) {
 		return nil, errorf(ErrTooLarge, "%d bytes, limit %d", len(b), lim.MaxSize)
 	}
 	var m *Message
+	var err error
 	if utf8.Valid(content) && h.stringsUTF8() && !slices.Contains(h.Prev, ID{}) && !slices.Contains(h.Refs.Messages, ID{}) {
 		// What parse would read back, without reading it.
 		h.Prev = nilIfEmpty(h.Prev)
@@ -196,7 +204,13 @@ func (s *Signer) Sign(d Draft, lim Limits) (*Message, error) {
 	} else if m, err = parse(b, lim, nil); err != nil {
 		return nil, err
 	}
-	sig, err := s.key.Sign(signingBytes(b))
+	var sign []byte
+	if n := len(SigningDomain) + len(b); n <= cap(buf) && &buf[:n][len(SigningDomain)] == &b[0] {
+		sign = buf[:n] // the domain, then b in place
+	} else {
+		sign = signingBytes(b) // b grew out of buf
+	}
+	sig, err := s.key.Sign(sign)
 	if err != nil {
 		return nil, fmt.Errorf("sign: %w", err)
 	}
@@ -209,6 +223,120 @@ func (s *Signer) Sign(d Draft, lim Limits) (*Message, error) {
 		return nil, err
 	}
 	return m, nil
+}
+
+// appendHeader appends h's JSON as json.Marshal writes it, without the
+// closing brace, when every string of h is plain (see plainString); it
+// reports false for any other header, which json.Marshal is left to write.
+// A send's header is written so at a fraction of json.Marshal's cost
+// (TestAppendHeaderMatchesMarshal, FuzzAppendHeader).
+func appendHeader(b []byte, h *Header) ([]byte, bool) {
+	if !plainString(h.From) || !plainString(h.Type) {
+		return b, false
+	}
+	for _, n := range h.Refs.Nodes {
+		if !plainString(n) {
+			return b, false
+		}
+	}
+	for k, v := range h.Meta {
+		if !plainString(k) || !plainString(v) {
+			return b, false
+		}
+	}
+	b = append(b, `{"v":`...)
+	b = strconv.AppendInt(b, int64(h.V), 10)
+	b = appendID(append(b, `,"space":`...), h.Space)
+	b = append(b, `,"from":"`...)
+	b = append(append(b, h.From...), '"')
+	b = strconv.AppendInt(append(b, `,"created_at":`...), h.CreatedAt, 10)
+	if len(h.Prev) > 0 {
+		b = appendIDs(append(b, `,"prev":`...), h.Prev)
+	}
+	if !h.Refs.IsZero() {
+		b = append(b, `,"refs":{`...)
+		if len(h.Refs.Messages) > 0 {
+			b = appendIDs(append(b, `"messages":`...), h.Refs.Messages)
+		}
+		if len(h.Refs.Nodes) > 0 {
+			if len(h.Refs.Messages) > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `"nodes":[`...)
+			for i, n := range h.Refs.Nodes {
+				if i > 0 {
+					b = append(b, ',')
+				}
+				b = append(append(append(b, '"'), n...), '"')
+			}
+			b = append(b, ']')
+		}
+		b = append(b, '}')
+	}
+	b = append(b, `,"type":"`...)
+	b = append(append(b, h.Type...), '"')
+	if h.TTL != 0 {
+		b = strconv.AppendInt(append(b, `,"ttl":`...), h.TTL, 10)
+	}
+	if len(h.Meta) > 0 {
+		keys := make([]string, 0, len(h.Meta))
+		for k := range h.Meta {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		b = append(b, `,"meta":{`...)
+		for i, k := range keys {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(append(append(b, '"'), k...), `":"`...)
+			b = append(append(b, h.Meta[k]...), '"')
+		}
+		b = append(b, '}')
+	}
+	return b, true
+}
+
+// headerSize is about the size of h's JSON, to size a buffer for it.
+func headerSize(h *Header) int {
+	n := 128 + len(h.From) + len(h.Type) + (len(h.Prev)+len(h.Refs.Messages))*(IDStringLen+3)
+	for _, s := range h.Refs.Nodes {
+		n += len(s) + 3
+	}
+	for k, v := range h.Meta {
+		n += len(k) + len(v) + 6
+	}
+	return n
+}
+
+// appendID appends id as a JSON string.
+func appendID(b []byte, id ID) []byte {
+	return append(idEncoding.AppendEncode(append(b, '"'), id[:]), '"')
+}
+
+// appendIDs appends ids as a JSON array of strings.
+func appendIDs(b []byte, ids []ID) []byte {
+	b = append(b, '[')
+	for i, id := range ids {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendID(b, id)
+	}
+	return append(b, ']')
+}
+
+// plainString reports whether json.Marshal writes s as it is between
+// quotes: printable ASCII but for '"', '\\' and the HTML characters it
+// escapes ('<', '>', '&').
+func plainString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < 0x20 || c >= 0x7f, c == '"', c == '\\', c == '<', c == '>', c == '&':
+			return false
+		}
+	}
+	return true
 }
 
 // stringsUTF8 reports whether every string of h is valid UTF-8.

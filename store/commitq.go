@@ -22,6 +22,39 @@ type commitQueue struct {
 	leading bool         // a leader is committing; guarded by mu
 	queue   []*queuedPut // waiting for the next leader; guarded by mu
 	batches atomic.Int64 // batches written (tests)
+
+	// Durable Puts on their way (see Expect and syncer.ahead): announced
+	// and not yet queued, and queued and not yet committed.
+	expected    atomic.Int64
+	uncommitted atomic.Int64
+}
+
+// ahead is the number of durable Puts on their way to a commit: a sync
+// about to start waits a little for them (syncer.wait).
+func (c *commitQueue) ahead() int64 { return c.expected.Load() + c.uncommitted.Load() }
+
+// DurableAhead is the number of durable Puts on their way: announced
+// (Expect) and not yet made, or queued and not yet committed. It is 0
+// whenever no send is under way; one that stayed above would hold every
+// sync back by up to its bound.
+func (s *Store) DurableAhead() int64 { return s.commits.ahead() }
+
+// Expect announces a durable Put (PutWithin) about to come, such as a send
+// being signed: a sync about to start for other Puts waits briefly for it
+// to commit (up to syncer's maxDefer), so that one sync covers both. The
+// returned arrived is called once, when the Put is about to be made or
+// will not be (calling it again does nothing); a Put that does not come
+// only delays the others' sync by up to maxDefer.
+func (s *Store) Expect() (arrived func()) {
+	c := &s.commits
+	c.expected.Add(1)
+	done := false
+	return func() {
+		if !done {
+			done = true
+			c.expected.Add(-1)
+		}
+	}
 }
 
 // queuedPut is one Put in the commit queue.
@@ -57,6 +90,7 @@ func (s *Store) putDurable(ctx context.Context, m Message, q Quota) (Entry, bool
 	}
 	p := &queuedPut{ctx: ctx, m: m, q: q, wake: make(chan bool, 1)}
 	c := &s.commits
+	c.uncommitted.Add(1)
 	c.mu.Lock()
 	c.queue = append(c.queue, p)
 	lead := !c.leading
@@ -81,6 +115,7 @@ func (s *Store) lead() {
 
 	s.commitBatch(batch)
 	c.batches.Add(1)
+	c.uncommitted.Add(-int64(len(batch)))
 
 	c.mu.Lock()
 	if len(c.queue) > 0 {

@@ -165,7 +165,7 @@ func Open(opts Options) (*Store, error) {
 		s.exempt[id] = true
 	}
 	if !opts.InMemory {
-		s.syncer = newSyncer(opts.Dir)
+		s.syncer = newSyncer(opts.Dir, s.commits.ahead)
 	}
 	if err := s.migrateUsage(); err != nil {
 		cancel()

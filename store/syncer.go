@@ -59,12 +59,19 @@ type syncer struct {
 	syncs     atomic.Int64  // syncs made (tests)
 	vlogSkips atomic.Int64  // syncs that skipped the unchanged value log (tests)
 	mu        sync.Mutex
-	cond      *sync.Cond // signalled when a sync ends; on mu
-	run       bool       // a sync is running; guarded by mu
-	begun     uint64     // syncs begun; guarded by mu
-	ended     uint64     // syncs ended (they end in order); guarded by mu
-	failed    uint64     // the last sync that failed (0: none); guarded by mu
-	err       error      // its error; guarded by mu
+	cond      *sync.Cond    // signalled when a sync ends; on mu
+	run       bool          // a sync is running; guarded by mu
+	begun     uint64        // syncs begun; guarded by mu
+	ended     uint64        // syncs ended (they end in order); guarded by mu
+	failed    uint64        // the last sync that failed (0: none); guarded by mu
+	err       error         // its error; guarded by mu
+	ahead     func() int64  // durable writes on their way to a commit (commitQueue.ahead); nil: none
+	maxDefer  time.Duration // maxDefer; tests change it before use
+	// A deferred sync (deferLocked). The timer is left to fire after
+	// close: a waiter deferring then still wakes.
+	deferEnd time.Time    // when the deferred next sync starts anyway (zero: none); guarded by mu
+	deferT   *time.Timer  // wakes the waiters at deferEnd; guarded by mu
+	deferred atomic.Int64 // syncs that waited for writes on their way (tests)
 	// Used by the running sync only (and close):
 	mem        activeFile      // the newest WAL
 	vlog       activeFile      // the newest value log
@@ -79,8 +86,14 @@ type syncer struct {
 	vlogStart  time.Time // when that sync started
 }
 
-func newSyncer(dir string) *syncer {
-	y := &syncer{dir: dir, rotate: make(map[string]bool), kick: make(chan struct{}, 1)}
+// maxDefer bounds how long a sync waits for the durable writes on their
+// way (syncer.ahead) before it starts without them.
+const maxDefer = time.Millisecond
+
+// newSyncer returns the syncer of the store in dir; ahead (nil: none)
+// counts the durable writes on their way to a commit.
+func newSyncer(dir string, ahead func() int64) *syncer {
+	y := &syncer{dir: dir, ahead: ahead, maxDefer: maxDefer, rotate: make(map[string]bool), kick: make(chan struct{}, 1)}
 	y.cond = sync.NewCond(&y.mu)
 	return y
 }
@@ -88,6 +101,13 @@ func newSyncer(dir string) *syncer {
 // wait returns once every write committed before it was called is on
 // disk, or the sync's error. It does not take a ctx: a sync is short, and
 // a caller that went away would leave its write committed and not synced.
+//
+// A sync about to start while durable writes are on their way (ahead:
+// sends being signed, Puts queued for the next commit) waits for them, up
+// to maxDefer: the one of them that commits last and finds none on the
+// way runs the sync for all. Concurrent senders then share one sync
+// rather than each of a few; a lone writer finds none on the way and
+// waits for nothing.
 func (y *syncer) wait() error {
 	if y == nil {
 		return nil // in memory
@@ -96,11 +116,15 @@ func (y *syncer) wait() error {
 	defer y.mu.Unlock()
 	need := y.begun + 1 // a sync begun from now on
 	for y.ended < need {
-		if !y.run {
-			y.syncLocked()
+		if y.run {
+			y.cond.Wait()
 			continue
 		}
-		y.cond.Wait()
+		if y.deferLocked() {
+			y.cond.Wait()
+			continue
+		}
+		y.syncLocked()
 	}
 	if y.failed >= need {
 		return y.err
@@ -108,9 +132,40 @@ func (y *syncer) wait() error {
 	return nil
 }
 
+// deferLocked reports whether the next sync is to wait for writes on
+// their way, arming a timer that wakes the waiters when that wait ends.
+// mu is held, and no sync is running.
+func (y *syncer) deferLocked() bool {
+	if y.ahead == nil || y.ahead() <= 0 {
+		return false
+	}
+	now := time.Now()
+	if y.deferEnd.IsZero() {
+		y.deferEnd = now.Add(y.maxDefer)
+		y.deferred.Add(1)
+		if y.deferT == nil {
+			y.deferT = time.AfterFunc(y.maxDefer, y.wake)
+		} else {
+			y.deferT.Reset(y.maxDefer)
+		}
+	}
+	return now.Before(y.deferEnd)
+}
+
+// wake wakes the waiters (the deferred sync's time is up).
+func (y *syncer) wake() {
+	y.mu.Lock()
+	y.cond.Broadcast()
+	y.mu.Unlock()
+}
+
 // syncLocked runs one sync with mu released meanwhile. mu is held, and
 // no sync is running.
 func (y *syncer) syncLocked() {
+	if !y.deferEnd.IsZero() {
+		y.deferEnd = time.Time{}
+		y.deferT.Stop()
+	}
 	y.run = true
 	y.begun++
 	n := y.begun

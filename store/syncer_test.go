@@ -146,7 +146,7 @@ func TestSyncRotated(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	y := newSyncer(dir)
+	y := newSyncer(dir, nil)
 	if err := y.sync(); err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +184,7 @@ func TestSyncRotatedSkipsUnchangedDir(t *testing.T) {
 	if err := os.Chtimes(dir, old, old); err != nil {
 		t.Fatal(err)
 	}
-	y := newSyncer(dir)
+	y := newSyncer(dir, nil)
 	if err := y.sync(); err != nil || !y.rotate["00001.mem"] {
 		t.Fatalf("first listing: %v, synced %v", err, y.rotate)
 	}
@@ -260,5 +260,79 @@ func TestSyncVlogSkippedOnlyWhenUnchanged(t *testing.T) {
 	fi, err := os.Stat(filepath.Join(dir, vlog))
 	if err != nil || !fi.ModTime().After(old) {
 		t.Fatalf("value log's time after a write: %v, %v", fi.ModTime(), err)
+	}
+}
+
+// TestSyncWaitsForExpectedPut checks that a durable Put's sync waits for
+// a Put announced (Expect) and not yet made, and that one sync then covers
+// both; and that one announced Put not made delays it only up to the
+// bound.
+func TestSyncWaitsForExpectedPut(t *testing.T) {
+	s, err := Open(Options{Dir: t.TempDir(), SyncInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.syncer.maxDefer = time.Hour // the test decides when the second Put comes
+	sp := protocol.MessageID([]byte("space"))
+	before := s.syncer.syncs.Load()
+
+	arrived := s.Expect()
+	first := make(chan error, 1)
+	go func() {
+		_, _, err := s.PutWithin(context.Background(), syncTestMsg(sp, "first"), Quota{})
+		first <- err
+	}()
+	waitFor(t, func() bool { return s.syncer.deferred.Load() == 1 })
+	if has, err := s.Has(syncTestMsg(sp, "first").ID); err != nil || !has {
+		t.Fatal("the first Put is not committed while its sync waits", has, err)
+	}
+	select {
+	case err := <-first:
+		t.Fatalf("a Put returned before its sync (err %v)", err)
+	default:
+	}
+	arrived()
+	arrived() // again: nothing
+	if _, _, err := s.PutWithin(t.Context(), syncTestMsg(sp, "second"), Quota{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if got := s.syncer.syncs.Load() - before; got != 1 {
+		t.Fatalf("two Puts, the second expected: %d syncs, want 1", got)
+	}
+	if got := s.commits.ahead(); got != 0 {
+		t.Fatalf("%d Puts still on their way", got)
+	}
+
+	// An announced Put that never comes: the sync waits for it only up
+	// to maxDefer.
+	s.syncer.mu.Lock()
+	s.syncer.maxDefer = 20 * time.Millisecond
+	s.syncer.mu.Unlock()
+	never := s.Expect()
+	defer never()
+	if _, _, err := s.PutWithin(t.Context(), syncTestMsg(sp, "third"), Quota{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.syncer.syncs.Load() - before; got != 2 {
+		t.Fatalf("after a third Put: %d syncs, want 2", got)
+	}
+	if got := s.syncer.deferred.Load(); got != 2 {
+		t.Fatalf("%d deferred syncs, want 2", got)
+	}
+}
+
+// waitFor polls cond until it holds or 10 s pass.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met in 10 s")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

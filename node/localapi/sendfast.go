@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/weftmesh/weft/internal/jsonx"
+	"github.com/weftmesh/weft/node"
 	"github.com/weftmesh/weft/protocol/api"
 )
 
@@ -128,6 +129,19 @@ func writeMessage(w http.ResponseWriter, status int, m api.Message) {
 	b, ok := appendMessage(make([]byte, 0, 512+len(m.Content)), m)
 	if !ok {
 		writeJSON(w, status, m)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// writeStored answers with m as writeMessage(w, status, apiStored(m))
+// does, without building the api.Message (appendStored).
+func writeStored(w http.ResponseWriter, status int, m node.Message) {
+	b, ok := appendStored(make([]byte, 0, 512+len(m.Content)), m)
+	if !ok {
+		writeMessage(w, status, apiStored(m))
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")

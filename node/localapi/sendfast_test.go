@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weftmesh/weft/node"
 	"github.com/weftmesh/weft/protocol/api"
 )
 
@@ -160,6 +161,20 @@ func TestAppendMessageMatchesJSON(t *testing.T) {
 	}
 }
 
+// TestWriteStoredMatchesJSON: the send's answer is written, without
+// building an api.Message, byte for byte as writeJSON writes it.
+func TestWriteStoredMatchesJSON(t *testing.T) {
+	for i, m := range storedMessages(t) {
+		want := httptest.NewRecorder()
+		writeJSON(want, http.StatusCreated, apiStored(m))
+		got := httptest.NewRecorder()
+		writeStored(got, http.StatusCreated, m)
+		if got.Code != want.Code || got.Body.String() != want.Body.String() || !reflect.DeepEqual(got.Header(), want.Header()) {
+			t.Errorf("message %d:\n got %d %v %q\nwant %d %v %q", i, got.Code, got.Header(), got.Body, want.Code, want.Header(), want.Body)
+		}
+	}
+}
+
 // BenchmarkSendCodec decodes a send's body and encodes its answer, by
 // the fast path and by encoding/json.
 func BenchmarkSendCodec(b *testing.B) {
@@ -185,6 +200,26 @@ func BenchmarkSendCodec(b *testing.B) {
 					b.Fatal(w.Body)
 				}
 				c.answer(w, http.StatusCreated, m)
+			}
+		})
+	}
+}
+
+// BenchmarkWriteStored writes a send's answer from the stored message, by
+// hand and through an api.Message.
+func BenchmarkWriteStored(b *testing.B) {
+	m := newFake().add("a message of a few words, as agents send them")
+	for _, c := range []struct {
+		name  string
+		write func(http.ResponseWriter, int, node.Message)
+	}{
+		{"stored", writeStored},
+		{"api", func(w http.ResponseWriter, status int, m node.Message) { writeMessage(w, status, apiStored(m)) }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				c.write(httptest.NewRecorder(), http.StatusCreated, m)
 			}
 		})
 	}

@@ -198,7 +198,7 @@ func (a *API) send(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	writeMessage(w, http.StatusCreated, apiStored(m))
+	writeStored(w, http.StatusCreated, m)
 }
 
 func (a *API) read(w http.ResponseWriter, r *http.Request) {

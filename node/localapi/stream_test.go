@@ -16,27 +16,7 @@ import (
 // and without prev, refs, ttl and meta, content with spaces, escapes and
 // characters encoding/json could escape as HTML.
 func TestAppendEventMatchesJSON(t *testing.T) {
-	f := newFake()
-	first := f.add("one")
-	at := time.Date(2026, 11, 26, 1, 2, 3, 4005, time.UTC)
-	drafts := []protocol.Draft{
-		{Space: labID, CreatedAt: at, Type: "text", Content: json.RawMessage(`{"text":"two"}`)},
-		{Space: labID, CreatedAt: at.Truncate(time.Second), Type: "note", Prev: []protocol.ID{first.ID},
-			Refs: protocol.Refs{Messages: []protocol.ID{first.ID}, Nodes: []string{f.id.String()}},
-			TTL:  time.Hour, Meta: map[string]string{"z": "last", "a": "<&>\u2028", "m": "tab\there"},
-			Content: json.RawMessage("{ \"text\" : \"a <b> & c\\n\\u00e9\" ,\n \"n\": [1, 2.5e3, null, true] }")},
-		{Space: labID, CreatedAt: at, Type: "x", Refs: protocol.Refs{Nodes: []string{f.id.String()}}, Content: json.RawMessage(`{}`)},
-	}
-	msgs := []node.Message{first}
-	for i, d := range drafts {
-		m, err := protocol.Sign(f.key, d, protocol.DefaultLimits())
-		if err != nil {
-			t.Fatalf("draft %d: %v", i, err)
-		}
-		msgs = append(msgs, node.Message{Message: m, Cursor: store.Cursor(1<<40 + i)})
-	}
-	// A message without a cursor (none in a stream, but the JSON omits it).
-	msgs = append(msgs, node.Message{Message: msgs[2].Message})
+	msgs := storedMessages(t)
 	buf := []byte("left as it was")
 	for i, m := range msgs {
 		data, err := marshal(apiStored(m))
@@ -69,4 +49,32 @@ func BenchmarkAppendEvent(b *testing.B) {
 			buf = fmt.Appendf(buf[:0], "id: %s\nevent: message\ndata: %s\n\n", m.Cursor, data)
 		}
 	})
+}
+
+// storedMessages returns messages as a page or the send answer carries
+// them: with and without prev, refs, ttl, meta and cursor, content with
+// spaces, escapes and characters encoding/json could escape as HTML.
+func storedMessages(t *testing.T) []node.Message {
+	f := newFake()
+	first := f.add("one")
+	at := time.Date(2026, 11, 26, 1, 2, 3, 4005, time.UTC)
+	drafts := []protocol.Draft{
+		{Space: labID, CreatedAt: at, Type: "text", Content: json.RawMessage(`{"text":"two"}`)},
+		{Space: labID, CreatedAt: at.Truncate(time.Second), Type: "note", Prev: []protocol.ID{first.ID},
+			Refs: protocol.Refs{Messages: []protocol.ID{first.ID}, Nodes: []string{f.id.String()}},
+			TTL:  time.Hour, Meta: map[string]string{"z": "last", "a": "<&>\u2028", "m": "tab\there"},
+			Content: json.RawMessage("{ \"text\" : \"a <b> & c\\n\\u00e9\" ,\n \"n\": [1, 2.5e3, null, true] }")},
+		{Space: labID, CreatedAt: at, Type: "x", Refs: protocol.Refs{Nodes: []string{f.id.String()}}, Content: json.RawMessage(`{}`)},
+	}
+	msgs := []node.Message{first}
+	for i, d := range drafts {
+		m, err := protocol.Sign(f.key, d, protocol.DefaultLimits())
+		if err != nil {
+			t.Fatalf("draft %d: %v", i, err)
+		}
+		msgs = append(msgs, node.Message{Message: m, Cursor: store.Cursor(1<<40 + i)})
+	}
+	// A message without a cursor (none in a stream, but the JSON omits it).
+	msgs = append(msgs, node.Message{Message: msgs[2].Message})
+	return msgs
 }
