@@ -410,8 +410,8 @@ func TestFloodResistance(t *testing.T) {
 		}
 	}
 	// Loose: the machine is shared. The target is 100 ms.
-	if p99 > time.Second {
-		t.Errorf("members' p99 latency %v during the floods, want at most 1 s", fmtDur(p99))
+	if limit := floodLatencyLimit(); p99 > limit {
+		t.Errorf("members' p99 latency %v during the floods, want at most %v (load %s)", fmtDur(p99), fmtDur(limit), loadAvg())
 	}
 	if p99 > 100*time.Millisecond {
 		t.Logf("members' p99 %v is over the 100 ms target", fmtDur(p99))
@@ -494,4 +494,27 @@ func numCPU() int {
 func loadAvg() string {
 	b, _ := os.ReadFile("/proc/loadavg")
 	return strings.TrimSpace(string(b))
+}
+
+// floodLatencyLimit is the most members' p99 latency may reach during the
+// floods: 1 s while the machine has a CPU for each runnable thread, and as
+// many times 1 s as it has more (the 1-minute load per CPU) when other work
+// shares it, since the daemons then wait for a CPU as long again. Seen: on
+// 2 CPUs at load 15–18, the same tree passed and failed a flat 1 s bound.
+func floodLatencyLimit() time.Duration {
+	limit := time.Second
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return limit
+	}
+	f := strings.Fields(string(b))
+	cpus := numCPU()
+	if len(f) == 0 || cpus == 0 {
+		return limit
+	}
+	load, err := strconv.ParseFloat(f[0], 64)
+	if err != nil || load <= float64(cpus) {
+		return limit
+	}
+	return time.Duration(float64(limit) * load / float64(cpus))
 }
