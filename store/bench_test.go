@@ -309,3 +309,31 @@ func BenchmarkPutBatchGossip(b *testing.B) {
 	}
 	b.ReportMetric(float64((processCPU(b)-cpu0).Microseconds())/float64(b.N*batch), "cpu-µs/msg")
 }
+
+// BenchmarkHasAbsent measures the read a Put makes of a new message's
+// key (it finds nothing) in a store of 100,000 messages just put: every
+// table of level 0 and one of each level below is asked, each through
+// its bloom filter (see badgerOptions).
+func BenchmarkHasAbsent(b *testing.B) {
+	const stored = 100_000
+	s := openDisk(b, b.TempDir())
+	sp, raw := protocol.SpaceID("bench"), benchRaw()
+	ms := make([]store.Message, 0, 256)
+	for i := range uint64(stored) {
+		if ms = append(ms, benchMsg(sp, i, raw)); len(ms) == cap(ms) || i == stored-1 {
+			if _, err := s.PutBatch(b.Context(), ms, store.Quota{}); err != nil {
+				b.Fatal(err)
+			}
+			ms = ms[:0]
+		}
+	}
+	n := uint64(1 << 40)
+	cpu0 := processCPU(b)
+	for b.Loop() {
+		n++
+		if ok, err := s.Has(benchMsg(sp, n, nil).ID); err != nil || ok {
+			b.Fatal(ok, err)
+		}
+	}
+	b.ReportMetric(float64((processCPU(b)-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
+}
