@@ -169,6 +169,7 @@ func (s *Store) batchOnce(ms []Message, idx []int, q Quota, results []PutResult)
 		if err != nil && !errors.Is(err, ErrNotFound) {
 			return fmt.Errorf("check children of %s: %w", m.ID, err)
 		}
+		heads := s.cachedHeads(m.Space, m.Prev)
 		for j, parent := range m.Prev {
 			if parent == m.ID || parent.IsZero() || containsID(m.Prev[:j], parent) {
 				continue
@@ -185,6 +186,19 @@ func (s *Store) batchOnce(ms []Message, idx []int, q Quota, results []PutResult)
 				// writes of it depends on that read, not on m's (see
 				// linked in writeBatched), and it is in txn's reads.
 				p.parents = append(p.parents, known)
+				continue
+			}
+			if heads[j] {
+				// A head of m's space in the cache, as in putOnce: stored
+				// there, its Put done (no concurrent Put of it to conflict
+				// with), no delete of it before txn commits (mutateMu), and
+				// named by no child whose heads update ran. A child
+				// committed whose update has not run yet makes the batch
+				// write its head tombstone and r key again: the same keys,
+				// as putOnce always writes them.
+				bp.space = m.Space
+				p.parents = append(p.parents, bp)
+				parents[parent] = bp
 				continue
 			}
 			val, err := get(txn, messageKey(parent))
