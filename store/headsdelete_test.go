@@ -132,3 +132,92 @@ func TestHeadsAfterDelete(t *testing.T) {
 	}
 	t.Logf("%d messages left stored, checked", checked)
 }
+
+// TestHeadsDoesNotWaitForPuts holds a Put of one space between its commit
+// and its in-memory updates while a sweep waits to delete a message of
+// another: Heads of that other space must answer meanwhile. (Heads once
+// took mutateMu shared, and a waiting writer holds new readers back, so
+// every send of every space waited for the slowest Put in flight, such as
+// one updating a range index still being built.)
+func TestHeadsDoesNotWaitForPuts(t *testing.T) {
+	clock := time.UnixMilli(1_000_000)
+	s, err := Open(Options{Dir: t.TempDir(), SweepInterval: -1, GCInterval: -1, Now: func() time.Time { return clock }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	a, b := protocol.MessageID([]byte("a")), protocol.MessageID([]byte("b"))
+	old := syncTestMsg(b, "old")
+	old.Expires = 1 // expired: the sweep deletes it
+	for _, m := range []Message{old, syncTestMsg(b, "b1")} {
+		if _, _, err := s.Put(t.Context(), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Heads(b); err != nil { // cached
+		t.Fatal(err)
+	}
+
+	slow := syncTestMsg(a, "slow")
+	held, release := make(chan struct{}), make(chan struct{})
+	s.afterCommit = func(m *Message) {
+		if m.ID == slow.ID {
+			close(held)
+			<-release
+		}
+	}
+	putDone := make(chan error, 1)
+	go func() {
+		_, _, err := s.PutRelayed(t.Context(), slow, Quota{})
+		putDone <- err
+	}()
+	<-held
+	sweepDone := make(chan error, 1)
+	go func() {
+		_, err := s.Sweep(t.Context())
+		sweepDone <- err
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for s.mutateMu.TryRLock() { // until the sweep waits for the lock
+		s.mutateMu.RUnlock()
+		if time.Now().After(deadline) {
+			t.Fatal("the sweep never waited for mutateMu")
+		}
+		time.Sleep(time.Millisecond)
+	}
+
+	headsDone := make(chan error, 1)
+	go func() {
+		_, err := s.Heads(b)
+		headsDone <- err
+	}()
+	var headsErr error
+	answered := false
+	select {
+	case headsErr = <-headsDone:
+		answered = true
+	case <-time.After(10 * time.Second):
+	}
+	close(release)
+	if err := <-putDone; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-sweepDone; err != nil {
+		t.Fatal(err)
+	}
+	if !answered {
+		t.Fatal("Heads waited for a Put of another space (held) and the sweep behind it")
+	}
+	if headsErr != nil {
+		t.Fatal(headsErr)
+	}
+	heads, err := s.Heads(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range heads {
+		if h == old.ID {
+			t.Errorf("the expired message is still a head after the sweep")
+		}
+	}
+}

@@ -548,17 +548,15 @@ func (s *Store) Read(space protocol.ID, after Cursor, limit int) ([]Entry, Curso
 
 // Heads returns the messages of space that no stored message names in its
 // Prev, sorted by ID bytes. A message whose delete (Sweep) has committed
-// is not among them: a send naming the heads names no message deleted
-// before it asked.
+// is not among them (see Store.deleting): a send naming the heads names no
+// message deleted before it asked. One deleted after it asked, before its
+// Put, is named all the same (its Prev is signed by then), and is linked
+// as a missing parent.
 func (s *Store) Heads(space protocol.ID) ([]protocol.ID, error) {
 	if err := s.enter(); err != nil {
 		return nil, err
 	}
 	defer s.leave()
-	// Shared, as Puts hold it: a delete holds it exclusively from before
-	// its commit until the cached heads are updated.
-	s.mutateMu.RLock()
-	defer s.mutateMu.RUnlock()
 	s.headsMu.Lock()
 	defer s.headsMu.Unlock()
 	hs, ok := s.heads[space]
@@ -575,7 +573,9 @@ func (s *Store) Heads(space protocol.ID) ([]protocol.ID, error) {
 	}
 	heads := make([]protocol.ID, 0, len(hs))
 	for id := range hs {
-		heads = append(heads, id)
+		if _, gone := s.deleting[id]; !gone {
+			heads = append(heads, id)
+		}
 	}
 	slices.SortFunc(heads, func(a, b protocol.ID) int { return bytes.Compare(a[:], b[:]) })
 	return heads, nil

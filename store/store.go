@@ -68,14 +68,19 @@ type Store struct {
 	// between a Put's reads and its commit (a sweep, however often it
 	// runs, never makes a Put conflict), a delete that sees a message also
 	// sees its Put's updates applied and never has its own overwritten by
-	// them, and Heads, which holds it shared, never names a message whose
-	// delete has committed.
+	// them. Heads does not take it (it would wait behind the slowest Put
+	// whenever a sweep waits for it): see deleting.
 	mutateMu sync.RWMutex
 
 	// headsMu guards heads: each space's heads, cached in memory once read
 	// (scanning head keys walks every deleted head still in the LSM tree).
 	headsMu sync.Mutex
 	heads   map[protocol.ID]map[protocol.ID]struct{}
+	// deleting holds the messages a delete is committing, from before its
+	// commit until its heads update (applyDeletion) or its failure; Heads
+	// leaves them out, so it never names a message whose delete has
+	// committed. Guarded by headsMu.
+	deleting map[protocol.ID]struct{}
 	// pending holds the messages being put whose commit may be visible
 	// and whose heads update has not run yet (see pendingHead); guarded
 	// by pendingMu, which is taken after headsMu when both are held.
@@ -146,6 +151,7 @@ func Open(opts Options) (*Store, error) {
 		logger:         logger,
 		seqs:           make(map[protocol.ID]uint64),
 		heads:          make(map[protocol.ID]map[protocol.ID]struct{}),
+		deleting:       make(map[protocol.ID]struct{}),
 		pending:        make(map[protocol.ID]*pendingHead),
 		indexes:        make(map[protocol.ID]*rangeIndex),
 		maxHotBlocks:   cmp.Or(opts.IndexBlocks, DefaultIndexBlocks),

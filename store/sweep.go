@@ -394,6 +394,8 @@ func (s *Store) deleteOnce(ids []protocol.ID) (deletion, error) {
 		seen    = make(map[protocol.ID]bool)
 		marks   = make(map[protocol.ID]uint64) // highest deleted seq per space
 		delta   usageDelta
+		dels    [][]byte
+		gone    = make(map[protocol.ID]bool)
 	)
 	for _, id := range ids {
 		if seen[id] {
@@ -439,24 +441,46 @@ func (s *Store) deleteOnce(ids []protocol.ID) (deletion, error) {
 			keys = append(keys, childKey(p, id))
 			parents = append(parents, p)
 		}
-		for _, k := range keys {
-			if err := txn.Delete(k); err != nil {
-				return d, fmt.Errorf("message %s: %w", id, err)
-			}
-		}
+		dels = append(dels, keys...)
+		gone[id] = true
 		marks[e.Space] = max(marks[e.Space], uint64(e.Cursor))
 		e.Raw = nil
 		d.deleted = append(d.deleted, e.Message)
 	}
 
-	// After every deletion, so a parent deleted here is seen as gone.
+	// Which parents keep a child: read before any write, so that each
+	// iterator is cheap (one of an update transaction copies and sorts
+	// its pending writes).
 	done := make(map[protocol.ID]bool)
+	var orphans []protocol.ID
 	for _, p := range parents {
 		if done[p] {
 			continue
 		}
 		done[p] = true
-		ref, err := unreference(txn, p)
+		opts := badger.DefaultIteratorOptions
+		opts.PrefetchValues = false
+		opts.Prefix = idKey(prefixChild, p)
+		it := txn.NewIterator(opts)
+		kept := false
+		for it.Rewind(); it.ValidForPrefix(opts.Prefix); it.Next() {
+			if !gone[protocol.ID(it.Item().Key()[1+protocol.IDSize:])] {
+				kept = true
+				break
+			}
+		}
+		it.Close()
+		if !kept {
+			orphans = append(orphans, p)
+		}
+	}
+	for _, k := range dels {
+		if err := txn.Delete(k); err != nil {
+			return d, err
+		}
+	}
+	for _, p := range orphans {
+		ref, err := unreferenceOrphan(txn, p)
 		if err != nil {
 			return d, fmt.Errorf("parent %s: %w", p, err)
 		}
@@ -482,7 +506,9 @@ func (s *Store) deleteOnce(ids []protocol.ID) (deletion, error) {
 		return d, fmt.Errorf("usage: %w", err)
 	}
 
+	s.markDeleting(d.deleted, true)
 	if err := txn.Commit(); err != nil {
+		s.markDeleting(d.deleted, false)
 		if errors.Is(err, badger.ErrConflict) {
 			return d, errRetry
 		}
@@ -494,20 +520,11 @@ func (s *Store) deleteOnce(ids []protocol.ID) (deletion, error) {
 	return d, nil
 }
 
-// unreference drops parent's r key if no c key is left under it, making
-// parent a head again if it is stored; it returns the new head, if any.
-func unreference(txn *badger.Txn, parent protocol.ID) (*headRef, error) {
-	opts := badger.DefaultIteratorOptions
-	opts.PrefetchValues = false
-	opts.Prefix = idKey(prefixChild, parent)
-	it := txn.NewIterator(opts)
-	it.Rewind()
-	hasChild := it.ValidForPrefix(opts.Prefix)
-	it.Close()
-	if hasChild {
-		return nil, nil
-	}
-	// Read so that a child Put concurrently (writing it) conflicts.
+// unreferenceOrphan drops parent's r key, parent having no child left,
+// making parent a head again if it is stored; it returns the new head, if
+// any. It reads the r key so that a child Put concurrently (writing it)
+// conflicts.
+func unreferenceOrphan(txn *badger.Txn, parent protocol.ID) (*headRef, error) {
 	if _, err := get(txn, refKey(parent)); err != nil {
 		if errors.Is(err, ErrNotFound) {
 			err = nil
@@ -534,6 +551,19 @@ func unreference(txn *badger.Txn, parent protocol.ID) (*headRef, error) {
 	return &headRef{space, parent}, nil
 }
 
+// markDeleting adds ms to Store.deleting (on) or takes them out.
+func (s *Store) markDeleting(ms []Message, on bool) {
+	s.headsMu.Lock()
+	defer s.headsMu.Unlock()
+	for _, m := range ms {
+		if on {
+			s.deleting[m.ID] = struct{}{}
+		} else {
+			delete(s.deleting, m.ID)
+		}
+	}
+}
+
 // applyDeletion applies a committed deletion to the cached heads and the
 // range indexes. mutateMu must be held exclusively.
 func (s *Store) applyDeletion(d deletion) {
@@ -543,6 +573,7 @@ func (s *Store) applyDeletion(d deletion) {
 		if hs, ok := s.heads[m.Space]; ok {
 			delete(hs, m.ID)
 		}
+		delete(s.deleting, m.ID)
 	}
 	for _, r := range d.restored {
 		if hs, ok := s.heads[r.space]; ok {

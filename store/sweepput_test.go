@@ -112,14 +112,24 @@ func sweepBetweenReadAndCommit(t *testing.T, batch bool) {
 }
 
 // TestSweepDoesNotFailPuts runs a sweep every 2 ms while 8 senders make
-// 4,000 Puts, each naming its space's heads: 6 durable senders, and 2
-// putting as a node puts messages from the network (relayed batches).
-// Half go into a space whose retention keeps 32 messages (a quarter of
-// those with a TTL of 1 ms), so that the sweeps delete continuously,
-// heads included, and half into one that keeps everything. No Put may
-// fail, and nothing may be lost: every message of the second space is
-// stored, and of the first the sweeps removed exactly those not stored.
+// 4,000 Puts, each naming its space's heads. Half go into a space whose
+// retention keeps 32 messages (a quarter of those with a TTL of 1 ms), so
+// that the sweeps delete continuously, heads included, and half into one
+// that keeps everything. No Put may fail, and nothing may be lost: every
+// message of the second space is stored, and of the first the sweeps
+// removed exactly those not stored.
+//
+// "durable": every sender sends as the API does (durable Puts, which the
+// commit queue writes one transaction at a time), so no Put conflicts with
+// another and any retry is a sweep's doing: there must be none. "mixed":
+// 2 of the senders put as a node puts messages from the network (relayed
+// batches, which may conflict with the others; retries are theirs).
 func TestSweepDoesNotFailPuts(t *testing.T) {
+	t.Run("durable", func(t *testing.T) { sweepDoesNotFailPuts(t, 0) })
+	t.Run("mixed", func(t *testing.T) { sweepDoesNotFailPuts(t, 2) })
+}
+
+func sweepDoesNotFailPuts(t *testing.T, relayers int) {
 	s, err := Open(Options{Dir: t.TempDir(), SweepInterval: -1, GCInterval: -1})
 	if err != nil {
 		t.Fatal(err)
@@ -129,6 +139,19 @@ func TestSweepDoesNotFailPuts(t *testing.T) {
 	kept := protocol.MessageID([]byte("kept"))
 	if _, _, err := s.JoinSpace(Space{ID: swept, Retention: Retention{MaxCount: 32}}); err != nil {
 		t.Fatal(err)
+	}
+
+	var (
+		attemptsMu sync.Mutex
+		attempts   = map[protocol.ID]int{}
+		retries    int
+	)
+	s.afterRead = func(m *Message) {
+		attemptsMu.Lock()
+		defer attemptsMu.Unlock()
+		if attempts[m.ID]++; attempts[m.ID] > 1 {
+			retries++
+		}
 	}
 
 	ctx, cancel := context.WithCancel(t.Context())
@@ -155,7 +178,7 @@ func TestSweepDoesNotFailPuts(t *testing.T) {
 		}
 	})
 
-	const senders, relayers, each = 8, 2, 500
+	const senders, each = 8, 500
 	var (
 		wg     sync.WaitGroup
 		failed atomic.Int64
@@ -216,16 +239,21 @@ func TestSweepDoesNotFailPuts(t *testing.T) {
 	if n := failed.Load(); n > 0 {
 		t.Fatalf("%d of %d puts failed", n, senders*each)
 	}
+	attemptsMu.Lock()
+	t.Logf("%d sweeps removed %d messages while %d transactions were put, %d of them again", sweeps.Load(), removed.Load(), len(attempts), retries)
+	if relayers == 0 && retries > 0 {
+		t.Errorf("%d durable Puts were tried again: a sweep committed between their reads and their commit", retries)
+	}
+	attemptsMu.Unlock()
+	if removed.Load() < int64(put[swept])/2 {
+		t.Fatalf("the sweeps removed %d of %d messages while the senders sent: too few to test anything", removed.Load(), put[swept])
+	}
 	// A last sweep with nothing concurrent, so that the counts settle.
 	n, err := s.Sweep(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
 	removed.Add(int64(n))
-	t.Logf("%d sweeps removed %d messages", sweeps.Load(), removed.Load())
-	if removed.Load() < int64(put[swept])/2 {
-		t.Fatalf("the sweeps removed %d of %d messages: too few to test anything", removed.Load(), put[swept])
-	}
 
 	keptCount, err := s.Count(kept)
 	if err != nil {
