@@ -315,6 +315,54 @@ func checkInvariants(t *testing.T, l *keyList, model []protocol.SyncKey) {
 	if hot != l.hot || (l.load != nil && hot > max(l.maxHot, 1)) {
 		t.Fatalf("%d blocks hot, counted %d, at most %d", hot, l.hot, l.maxHot)
 	}
+	checkQueue(t, l)
+}
+
+// checkQueue checks cool's queue: each hot block of the list once, dead
+// ones (removed from the list, their keys let go) counted, no cold block,
+// and no more than about twice the hot blocks (dead ones are compacted).
+func checkQueue(t *testing.T, l *keyList) {
+	t.Helper()
+	if l.load == nil {
+		return
+	}
+	inList := make(map[*keyBlock]bool, len(l.blocks))
+	for _, b := range l.blocks {
+		inList[b] = true
+		if b.dead {
+			t.Fatalf("a block of the list is marked dead")
+		}
+	}
+	seen := make(map[*keyBlock]bool, len(l.queue))
+	dead := 0
+	for i, b := range l.queue {
+		if seen[b] {
+			t.Fatalf("queue[%d] is queued twice", i)
+		}
+		seen[b] = true
+		switch {
+		case b.dead:
+			dead++
+			if inList[b] || b.keys != nil {
+				t.Fatalf("queue[%d] is dead but in the list or holding keys", i)
+			}
+		case !inList[b]:
+			t.Fatalf("queue[%d] is live but not in the list", i)
+		case b.cold:
+			t.Fatalf("queue[%d] is cold", i)
+		}
+	}
+	for i, b := range l.blocks {
+		if !b.cold && !seen[b] {
+			t.Fatalf("hot block %d is not queued", i)
+		}
+	}
+	if dead != l.dead {
+		t.Fatalf("%d dead blocks queued, %d counted", dead, l.dead)
+	}
+	if len(l.queue) > 2*l.hot+2 {
+		t.Fatalf("a queue of %d for %d hot blocks", len(l.queue), l.hot)
+	}
 }
 
 func checkQueries(t *testing.T, rng *rand.Rand, l *keyList, model []protocol.SyncKey, times int64) {
