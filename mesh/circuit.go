@@ -30,6 +30,12 @@ const (
 	redialFirst = time.Second
 	// redialTimeout bounds one redial through the relay.
 	redialTimeout = 10 * time.Second
+	// circuitStable is how long a circuit dialled again must last for its
+	// member's next loss to be redialled at once: one that ends sooner
+	// (a peer or relay that cuts circuits) makes the next redial wait
+	// redialFirst, doubled for each such circuit in a row, and
+	// circuitFailures of them in a row drop the member.
+	circuitStable = 30 * time.Second
 )
 
 // circuitPeers are the members of a space whose only connection to this
@@ -58,7 +64,9 @@ const (
 // is kept), at once and then after redialFirst, doubled after each
 // failure; circuitFailures in a row drop it. Without that the member was
 // dropped with its circuit and synced again only once the rendezvous found
-// it again, up to a minute later.
+// it again, up to a minute later. A circuit dialled again that ends within
+// circuitStable counts against its member (see circuitStable), so that a
+// peer or relay that keeps cutting circuits is not dialled every round.
 type circuitPeers struct {
 	mu sync.Mutex
 	m  map[peer.ID]*circuitPeer
@@ -71,6 +79,8 @@ type circuitPeer struct {
 	fails     int          // sessions or redials failed in a row
 	addr      ma.Multiaddr // its circuit address: through the relay (nil: none known)
 	redialing bool         // a redial is under way
+	redialed  time.Time    // when a redial last connected it (zero: never)
+	short     int          // circuits dialled again that ended within circuitStable, in a row
 }
 
 // add takes p in, reached at the circuit address addr (nil: unknown), and
@@ -142,22 +152,46 @@ func (c *circuitPeers) has(p peer.ID) bool {
 	return ok
 }
 
-// startRedial marks a redial of p as under way and returns p's circuit
-// address; nil when p is not in or is being redialled already, and when it
-// has no known address (it is dropped then).
-func (c *circuitPeers) startRedial(p peer.ID) ma.Multiaddr {
+// startRedial marks a redial of p, whose circuit ended at now, as under
+// way and returns p's circuit address and how long the redial is to wait
+// before it dials (see circuitStable); a nil address when p is not in or
+// is being redialled already, when it has no known address, and when its
+// circuits dialled again ended too soon circuitFailures times in a row
+// (it is dropped in both of those cases).
+func (c *circuitPeers) startRedial(p peer.ID, now time.Time) (ma.Multiaddr, time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cp, ok := c.m[p]
 	switch {
 	case !ok || cp.redialing:
-		return nil
+		return nil, 0
 	case cp.addr == nil: // no way back to it
 		delete(c.m, p)
-		return nil
+		return nil, 0
+	}
+	var wait time.Duration
+	if !cp.redialed.IsZero() && now.Sub(cp.redialed) < circuitStable {
+		if cp.short++; cp.short >= circuitFailures {
+			delete(c.m, p)
+			return nil, 0
+		}
+		wait = redialFirst << (cp.short - 1)
+	} else {
+		cp.short = 0
 	}
 	cp.redialing = true
-	return cp.addr
+	return cp.addr, wait
+}
+
+// redialed notes that a redial connected p again at now: p's failures
+// start again, and its circuit's life is counted from now.
+func (c *circuitPeers) redialed(p peer.ID, addr ma.Multiaddr, now time.Time) {
+	c.add(p, addr)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cp, ok := c.m[p]; ok {
+		cp.redialed = now
+	}
 }
 
 // endRedial marks the redial of p as over.
@@ -265,18 +299,26 @@ func (m *Mesh) syncCircuits(ctx context.Context, s *space) {
 		m.sync.Trigger(p, s.id)
 	}
 	for _, p := range lost {
-		if addr := s.circuit.startRedial(p); addr != nil {
-			s.wg.Go(func() { m.redial(ctx, s, p, addr) })
+		if addr, wait := s.circuit.startRedial(p, time.Now()); addr != nil {
+			s.wg.Go(func() { m.redial(ctx, s, p, addr, wait) })
 		}
 	}
 }
 
 // redial dials the lost circuit member p again through the relay, at
-// addr, until it is connected again, has failed circuitFailures times in
-// a row (and is dropped), or ctx ends. Connected again through a circuit,
-// it is synced at once; connected directly, it is gossip's and is dropped.
-func (m *Mesh) redial(ctx context.Context, s *space, p peer.ID, addr ma.Multiaddr) {
+// addr, after first (see startRedial), until it is connected again, has
+// failed circuitFailures times in a row (and is dropped), or ctx ends.
+// Connected again through a circuit, it is synced at once; connected
+// directly, it is gossip's and is dropped.
+func (m *Mesh) redial(ctx context.Context, s *space, p peer.ID, addr ma.Multiaddr, first time.Duration) {
 	defer s.circuit.endRedial(p)
+	if first > 0 {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(first):
+		}
+	}
 	wait := redialFirst
 	for {
 		if m.spaceAccess != nil && !m.spaceAccess(s.id, p) {
@@ -299,7 +341,7 @@ func (m *Mesh) redial(ctx context.Context, s *space, p peer.ID, addr ma.Multiadd
 		}
 		switch c := m.h.Network().Connectedness(p); {
 		case err == nil && c == network.Limited && m.circuitPeer(s.id, p):
-			s.circuit.add(p, m.circuitAddr(p)) // its failures start again
+			s.circuit.redialed(p, m.circuitAddr(p), time.Now())
 			m.log.Debug("circuit member dialled again through its relay", "space", s.id, "peer", p)
 			m.sync.Trigger(p, s.id)
 			return

@@ -127,3 +127,66 @@ func TestCircuitRedial(t *testing.T) {
 		t.Errorf("a–b connectedness %v after b closed", c)
 	}
 }
+
+// TestCircuitFlapBacksOff: a member whose circuits end shortly after each
+// redial (a peer, or a relay, that cuts them) is redialled after a wait
+// that doubles, and dropped after circuitFailures such circuits in a row,
+// not dialled again every round. (Before, each redial that connected
+// reset the member's count, and a peer closing every circuit after 300 ms
+// was dialled 31 times in 10 s, and kept.)
+func TestCircuitFlapBacksOff(t *testing.T) {
+	space := protocol.SpaceID("test/circuit/flap")
+	relay, _ := newTestMesh(t, Config{Reachability: ReachabilityPublic, Relay: RelayOpen})
+	natted := func() Config {
+		return Config{
+			ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"}, Reachability: ReachabilityPrivate,
+			Gater: coneNAT{relay.ID()}, History: emptyHistory{},
+			SpaceRendezvous: func(protocol.ID) string { return "" },
+		}
+	}
+	a, _ := newTestMesh(t, natted(), relay)
+	b, _ := newTestMesh(t, natted(), relay)
+	for _, m := range []*Mesh{a, b} {
+		if err := m.JoinSpace(space, newRecorder()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 30*time.Second, "b reaches a through the relay", func() bool {
+		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+		defer cancel()
+		return b.Dial(ctx, a.ID()) == nil
+	})
+	if _, err := b.Sync(t.Context(), a.ID(), space); err != nil {
+		t.Fatal(err)
+	}
+	isMember := func(m, of *Mesh) bool { return slices.Contains(circuitMembers(m, space), of.ID()) }
+	waitFor(t, 5*time.Second, "members of each other", func() bool { return isMember(a, b) && isMember(b, a) })
+
+	var dials atomic.Int64
+	var flap atomic.Bool
+	a.h.Network().Notify(&network.NotifyBundle{ConnectedF: func(_ network.Network, c network.Conn) {
+		if c.RemotePeer() == b.ID() && c.Stat().Direction == network.DirOutbound {
+			dials.Add(1)
+		}
+	}})
+	b.h.Network().Notify(&network.NotifyBundle{ConnectedF: func(_ network.Network, c network.Conn) {
+		if c.RemotePeer() == a.ID() && flap.Load() {
+			go func() {
+				time.Sleep(300 * time.Millisecond) // the circuit lives a moment
+				_ = c.Close()
+			}()
+		}
+	}})
+	flap.Store(true)
+	defer flap.Store(false)
+	_ = b.h.Network().ClosePeer(a.ID())
+
+	// 1 redial at once, then after 1 s and 2 s; the third short circuit
+	// drops b (about 3.5 s in all).
+	waitFor(t, 30*time.Second, "a drops b, whose circuits keep ending", func() bool { return !isMember(a, b) })
+	n := dials.Load()
+	t.Logf("a dialled b %d times before it dropped it", n)
+	if n > circuitFailures+1 {
+		t.Errorf("a dialled b %d times before dropping it, want at most %d", n, circuitFailures+1)
+	}
+}

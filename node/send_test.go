@@ -88,3 +88,39 @@ func TestSendPacedNotAnnounced(t *testing.T) {
 		t.Fatalf("the cancelled send: %v", err)
 	}
 }
+
+// TestSendPrivateNotAnnounced: a send to a private space is not announced
+// to the store while it waits for the space's lock (a catch-up's batch
+// holds it while it is stored): every sync of the store would wait for it
+// up to the store's bound meanwhile.
+func TestSendPrivateNotAnnounced(t *testing.T) {
+	n := deliverNode(t)
+	sp, err := n.CreatePrivate(t.Context(), "test-send-private", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := n.private.get(sp.ID)
+	if ps == nil {
+		t.Fatal("the private space is not known")
+	}
+	ps.mu.Lock() // as a batch being stored holds it
+	done := make(chan error, 1)
+	go func() {
+		_, err := n.Send(t.Context(), sp.ID, Post{Content: json.RawMessage(`{"text":"held"}`)})
+		done <- err
+	}()
+	// The send reaches the lock (its draft reads the heads first) and
+	// waits for it; it must not be announced meanwhile.
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) {
+		if got := n.store.DurableAhead(); got != 0 {
+			ps.mu.Unlock()
+			t.Fatalf("a send waiting for its private space's lock is announced (%d)", got)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	ps.mu.Unlock()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
