@@ -66,16 +66,7 @@ func TestCircuitRedial(t *testing.T) {
 	a, _ := newTestMesh(t, ca, relay)
 	b, _ := newTestMesh(t, natted(nil), relay)
 	bID.Store(b.ID())
-	for _, m := range []*Mesh{a, b} {
-		if err := m.JoinSpace(space, newRecorder()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	waitFor(t, 30*time.Second, "b reaches a through the relay", func() bool {
-		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
-		defer cancel()
-		return b.Dial(ctx, a.ID()) == nil
-	})
+	joinThroughRelay(t, space, a, b)
 	if c := a.h.Network().Connectedness(b.ID()); c != network.Limited {
 		t.Fatalf("a–b connectedness %v, want Limited", c)
 	}
@@ -146,16 +137,7 @@ func TestCircuitFlapBacksOff(t *testing.T) {
 	}
 	a, _ := newTestMesh(t, natted(), relay)
 	b, _ := newTestMesh(t, natted(), relay)
-	for _, m := range []*Mesh{a, b} {
-		if err := m.JoinSpace(space, newRecorder()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	waitFor(t, 30*time.Second, "b reaches a through the relay", func() bool {
-		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
-		defer cancel()
-		return b.Dial(ctx, a.ID()) == nil
-	})
+	joinThroughRelay(t, space, a, b)
 	if _, err := b.Sync(t.Context(), a.ID(), space); err != nil {
 		t.Fatal(err)
 	}
@@ -189,4 +171,20 @@ func TestCircuitFlapBacksOff(t *testing.T) {
 	if n > circuitFailures+1 {
 		t.Errorf("a dialled b %d times before dropping it, want at most %d", n, circuitFailures+1)
 	}
+}
+
+// joinThroughRelay has a and b, both behind coneNAT, join space, and waits
+// until b reaches a (through their relay).
+func joinThroughRelay(t *testing.T, space protocol.ID, a, b *Mesh) {
+	t.Helper()
+	for _, m := range []*Mesh{a, b} {
+		if err := m.JoinSpace(space, newRecorder()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 30*time.Second, "b reaches a through the relay", func() bool {
+		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+		defer cancel()
+		return b.Dial(ctx, a.ID()) == nil
+	})
 }

@@ -246,17 +246,17 @@ func appendHeader(b []byte, h *Header) ([]byte, bool) {
 	}
 	b = append(b, `{"v":`...)
 	b = strconv.AppendInt(b, int64(h.V), 10)
-	b = appendID(append(b, `,"space":`...), h.Space)
+	b = AppendJSONID(append(b, `,"space":`...), h.Space)
 	b = append(b, `,"from":"`...)
 	b = append(append(b, h.From...), '"')
 	b = strconv.AppendInt(append(b, `,"created_at":`...), h.CreatedAt, 10)
 	if len(h.Prev) > 0 {
-		b = appendIDs(append(b, `,"prev":`...), h.Prev)
+		b = AppendJSONIDs(append(b, `,"prev":`...), h.Prev)
 	}
 	if !h.Refs.IsZero() {
 		b = append(b, `,"refs":{`...)
 		if len(h.Refs.Messages) > 0 {
-			b = appendIDs(append(b, `"messages":`...), h.Refs.Messages)
+			b = AppendJSONIDs(append(b, `"messages":`...), h.Refs.Messages)
 		}
 		if len(h.Refs.Nodes) > 0 {
 			if len(h.Refs.Messages) > 0 {
@@ -309,19 +309,20 @@ func headerSize(h *Header) int {
 	return n
 }
 
-// appendID appends id as a JSON string.
-func appendID(b []byte, id ID) []byte {
+// AppendJSONID appends id as a JSON string (its text, as MarshalText
+// writes it, between quotes).
+func AppendJSONID(b []byte, id ID) []byte {
 	return append(idEncoding.AppendEncode(append(b, '"'), id[:]), '"')
 }
 
-// appendIDs appends ids as a JSON array of strings.
-func appendIDs(b []byte, ids []ID) []byte {
+// AppendJSONIDs appends ids as a JSON array of strings (see AppendJSONID).
+func AppendJSONIDs(b []byte, ids []ID) []byte {
 	b = append(b, '[')
 	for i, id := range ids {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendID(b, id)
+		b = AppendJSONID(b, id)
 	}
 	return append(b, ']')
 }

@@ -182,21 +182,21 @@ func appendStored(b []byte, sm node.Message) ([]byte, bool) {
 		return b, false
 	}
 	b = append(b, `{"id":`...)
-	b = appendID(b, m.ID)
+	b = protocol.AppendJSONID(b, m.ID)
 	b = append(b, `,"v":`...)
 	b = strconv.AppendInt(b, int64(m.V), 10)
 	b = append(b, `,"space":`...)
-	b = appendID(b, m.Space)
+	b = protocol.AppendJSONID(b, m.Space)
 	b = append(b, `,"from":`...)
 	b = jsonx.AppendString(b, m.From)
 	b = append(b, `,"created_at":"`...)
 	b = created.AppendFormat(b, time.RFC3339Nano)
 	b = append(b, '"')
 	if len(m.Prev) > 0 {
-		b = appendIDs(append(b, `,"prev":`...), m.Prev)
+		b = protocol.AppendJSONIDs(append(b, `,"prev":`...), m.Prev)
 	}
 	if r := m.Refs; !r.IsZero() {
-		b = appendRefs(b, r.Messages, appendIDs, r.Nodes)
+		b = appendRefs(b, r.Messages, protocol.AppendJSONIDs, r.Nodes)
 	}
 	b, ok := appendTail(b, m.Type, m.TTL, m.Meta, m.Content)
 	if !ok {
@@ -211,25 +211,6 @@ func appendStored(b []byte, sm node.Message) ([]byte, bool) {
 		b = append(b, '"')
 	}
 	return append(b, '}'), true
-}
-
-// appendID appends id's text as a JSON string (base32: nothing to escape).
-func appendID(b []byte, id protocol.ID) []byte {
-	b = append(b, '"')
-	b, _ = id.AppendText(b)
-	return append(b, '"')
-}
-
-// appendIDs appends a JSON array of ids' texts.
-func appendIDs(b []byte, ids []protocol.ID) []byte {
-	b = append(b, '[')
-	for i, id := range ids {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = appendID(b, id)
-	}
-	return append(b, ']')
 }
 
 func (a *API) events(w http.ResponseWriter, r *http.Request) {
