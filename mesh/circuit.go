@@ -89,21 +89,29 @@ type circuitPeer struct {
 func (c *circuitPeers) add(p peer.ID, addr ma.Multiaddr) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	_, added := c.addLocked(p, addr)
+	return added
+}
+
+// addLocked is add with mu held; it also returns p's entry (nil when the
+// set is full).
+func (c *circuitPeers) addLocked(p peer.ID, addr ma.Multiaddr) (*circuitPeer, bool) {
 	if cp, ok := c.m[p]; ok {
 		cp.fails = 0
 		if addr != nil {
 			cp.addr = addr
 		}
-		return false
+		return cp, false
 	}
 	if len(c.m) >= maxCircuitPeers {
-		return false
+		return nil, false
 	}
 	if c.m == nil {
 		c.m = make(map[peer.ID]*circuitPeer)
 	}
-	c.m[p] = &circuitPeer{addr: addr}
-	return true
+	cp := &circuitPeer{addr: addr}
+	c.m[p] = cp
+	return cp, true
 }
 
 // failed counts a failed session or redial with p, lets p go after
@@ -186,10 +194,9 @@ func (c *circuitPeers) startRedial(p peer.ID, now time.Time) (ma.Multiaddr, time
 // redialed notes that a redial connected p again at now: p's failures
 // start again, and its circuit's life is counted from now.
 func (c *circuitPeers) redialed(p peer.ID, addr ma.Multiaddr, now time.Time) {
-	c.add(p, addr)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if cp, ok := c.m[p]; ok {
+	if cp, _ := c.addLocked(p, addr); cp != nil {
 		cp.redialed = now
 	}
 }
