@@ -592,6 +592,14 @@ type pageResult struct {
 	Start  benchLatency `json:"start"`
 	Middle benchLatency `json:"middle"`
 	Tail   benchLatency `json:"tail"`
+	// The same reads again once the daemon has gone quiet: the fill's
+	// flushes and compactions over (or settleMax passed), as a space
+	// written over days would be read. SettleS is how long that took
+	// after the first reads.
+	SettleS       float64      `json:"settle_s"`
+	SettledStart  benchLatency `json:"settled_start"`
+	SettledMiddle benchLatency `json:"settled_middle"`
+	SettledTail   benchLatency `json:"settled_tail"`
 }
 
 func (r *pageResult) rows() [][2]string {
@@ -601,6 +609,9 @@ func (r *pageResult) rows() [][2]string {
 		{"10-message page at the start", r.Start.String()},
 		{"10-message page in the middle", r.Middle.String()},
 		{"10-message page at the tail", r.Tail.String()},
+		{fmt.Sprintf("once quiet (%.0f s later): start", r.SettleS), r.SettledStart.String()},
+		{"once quiet: middle", r.SettledMiddle.String()},
+		{"once quiet: tail", r.SettledTail.String()},
 	}
 }
 
@@ -629,13 +640,56 @@ func benchPage(ctx context.Context, b *bench, r *pageResult) error {
 	if err != nil {
 		return err
 	}
-	for _, at := range []struct {
-		after string
-		into  *benchLatency
-	}{{"", &r.Start}, {middle, &r.Middle}, {tail, &r.Tail}} {
-		if *at.into, err = pageReads(ctx, d.client(), space, at.after, b.sizes.pageReads); err != nil {
+	reads := func(start, mid, end *benchLatency) error {
+		for _, at := range []struct {
+			after string
+			into  *benchLatency
+		}{{"", start}, {middle, mid}, {tail, end}} {
+			if *at.into, err = pageReads(ctx, d.client(), space, at.after, b.sizes.pageReads); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := reads(&r.Start, &r.Middle, &r.Tail); err != nil {
+		return err
+	}
+	t := time.Now()
+	if err := quiet(ctx, d.pid(), settleMax); err != nil {
+		return err
+	}
+	r.SettleS = round(time.Since(t).Seconds(), 1)
+	return reads(&r.SettledStart, &r.SettledMiddle, &r.SettledTail)
+}
+
+// settleMax bounds how long the page scenario waits for its daemon to go
+// quiet before it reads again.
+const settleMax = 2 * time.Minute
+
+// quiet waits until the process pid has used under 2 % of a core over a
+// second (its background work, Badger's flushes and compactions, done),
+// or for at most limit.
+func quiet(ctx context.Context, pid int, limit time.Duration) error {
+	const window = time.Second
+	deadline := time.Now().Add(limit)
+	last, err := procCPU(pid)
+	if err != nil {
+		return err
+	}
+	for time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(window):
+		}
+		now, err := procCPU(pid)
+		if err != nil {
 			return err
 		}
+		if now-last < window/50 {
+			return nil
+		}
+		last = now
 	}
 	return nil
 }

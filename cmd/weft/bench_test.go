@@ -91,6 +91,9 @@ func TestBenchQuick(t *testing.T) {
 	lat("page start", s.Page.Start)
 	lat("page middle", s.Page.Middle)
 	lat("page tail", s.Page.Tail)
+	lat("page start once quiet", s.Page.SettledStart)
+	lat("page middle once quiet", s.Page.SettledMiddle)
+	lat("page tail once quiet", s.Page.SettledTail)
 	if iv := s.Invoke; iv.Calls == 0 || iv.Concurrent8PerS <= 0 || iv.StreamFrames == 0 || iv.StreamPerS <= 0 {
 		t.Errorf("invoke: %+v", iv)
 	}
