@@ -173,14 +173,27 @@ func (s inboxSink) Receive(ctx context.Context, m *protocol.Message) error {
 // stored: this node's agents get an *Error saying so, the network
 // mesh.ErrDeclined.
 func (n *Node) ingest(ctx context.Context, m *protocol.Message, via string) (store.Entry, bool, error) {
+	return n.ingestThen(ctx, m, via, nil)
+}
+
+// ingestThen is ingest that calls committed, if not nil, as soon as a
+// durable message of an open space is committed and before it is on disk
+// (see store.PutWithinThen); committed must not block. It is not called
+// for a private space's message, nor when the message is not stored.
+func (n *Node) ingestThen(ctx context.Context, m *protocol.Message, via string, committed func()) (store.Entry, bool, error) {
 	if s := n.private.get(m.Space); s != nil {
 		return n.ingestPrivate(ctx, s, m, via) // checks membership, then put
 	}
-	return n.put(ctx, m, via)
+	return n.putThen(ctx, m, via, committed)
 }
 
 // put is ingest once a message is authorized (all of an open space's are).
 func (n *Node) put(ctx context.Context, m *protocol.Message, via string) (store.Entry, bool, error) {
+	return n.putThen(ctx, m, via, nil)
+}
+
+// putThen is put with ingestThen's committed.
+func (n *Node) putThen(ctx context.Context, m *protocol.Message, via string, committed func()) (store.Entry, bool, error) {
 	if err := n.admitLimits(m); err != nil {
 		if has, _ := n.store.Has(m.ID); has {
 			return n.stored(m.ID)
@@ -189,8 +202,13 @@ func (n *Node) put(ctx context.Context, m *protocol.Message, via string) (store.
 	}
 	lim := n.limitsOf(m.Space)
 	putWithin := n.store.PutWithin
-	if relayed(via) {
+	switch {
+	case relayed(via):
 		putWithin = n.store.PutRelayed
+	case committed != nil:
+		putWithin = func(ctx context.Context, m store.Message, q store.Quota) (store.Entry, bool, error) {
+			return n.store.PutWithinThen(ctx, m, q, committed)
+		}
 	}
 	e, added, err := putWithin(ctx, storeMessage(m), store.Quota{SpaceBytes: lim.MaxBytes, SenderBytes: lim.MaxSenderBytes})
 	if errors.Is(err, store.ErrQuota) {

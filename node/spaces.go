@@ -240,13 +240,34 @@ func (n *Node) Send(ctx context.Context, space protocol.ID, p Post) (Message, er
 	if n.cfg.Tracer != nil { // the label costs a lookup and an encoding
 		ctx, span = n.messageSpan(ctx, "send", n.spaceLabel(space), m)
 	}
-	e, _, err := n.ingest(ctx, m, "api")
+	// Published once committed, while the sync the answer waits for
+	// runs: peers need not wait for this node's disk (a crash of the
+	// machine before the sync loses the message here, not on the
+	// mesh, and sync brings it back). Published before the answer, so
+	// an agent's next send is published after this one.
+	publish := func() {
+		if err := n.mesh.Publish(ctx, m); err != nil {
+			n.log.Warn("publish", "id", m.ID, "err", err)
+		}
+	}
+	published := make(chan struct{})
+	hooked := false
+	e, _, err := n.ingestThen(ctx, m, "api", func() {
+		hooked = true
+		go func() {
+			defer close(published)
+			publish()
+		}()
+	})
+	if hooked {
+		<-published
+	}
 	if err != nil {
 		endSpan(span, err)
 		return Message{}, err
 	}
-	if err := n.mesh.Publish(ctx, m); err != nil {
-		n.log.Warn("publish", "id", m.ID, "err", err)
+	if !hooked {
+		publish()
 	}
 	endSpan(span, nil)
 	n.cfg.Metrics.MessageSent(space.String())

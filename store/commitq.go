@@ -63,6 +63,9 @@ type queuedPut struct {
 	m    Message
 	q    Quota
 	wake chan bool // true: lead; false: the answer below is in
+	// committed, if not nil, is called once the Put is committed (or
+	// found stored) and before its sync: see PutWithinThen.
+	committed func()
 
 	e     Entry
 	added bool
@@ -81,14 +84,14 @@ func checkPut(m Message) error {
 }
 
 // putDurable is PutWithin through the commit queue.
-func (s *Store) putDurable(ctx context.Context, m Message, q Quota) (Entry, bool, error) {
+func (s *Store) putDurable(ctx context.Context, m Message, q Quota, committed func()) (Entry, bool, error) {
 	if err := checkPut(m); err != nil {
 		return Entry{}, false, err
 	}
 	if err := ctx.Err(); err != nil {
 		return Entry{}, false, fmt.Errorf("store: put %s: %w", m.ID, err)
 	}
-	p := &queuedPut{ctx: ctx, m: m, q: q, wake: make(chan bool, 1)}
+	p := &queuedPut{ctx: ctx, m: m, q: q, wake: make(chan bool, 1), committed: committed}
 	c := &s.commits
 	c.uncommitted.Add(1)
 	c.mu.Lock()
@@ -130,6 +133,9 @@ func (s *Store) lead() {
 	sync := false
 	for _, p := range batch {
 		sync = sync || p.err == nil
+		if p.err == nil && p.committed != nil {
+			p.committed()
+		}
 	}
 	if sync {
 		if err := s.syncer.wait(); err != nil {

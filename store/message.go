@@ -70,7 +70,19 @@ func (s *Store) Put(ctx context.Context, m Message) (e Entry, added bool, err er
 // commitq.go); a message already stored is synced too (it may have come
 // from the network a moment ago, not yet on disk).
 func (s *Store) PutWithin(ctx context.Context, m Message, q Quota) (e Entry, added bool, err error) {
-	return s.putDurable(ctx, m, q)
+	return s.putDurable(ctx, m, q, nil)
+}
+
+// PutWithinThen is PutWithin that also calls committed once m is
+// committed, visible to reads (stored by this Put or found stored), and
+// before it is on disk: a send publishes its message then, while the sync
+// it waits for runs, instead of after it. committed is not called if the
+// Put fails before its commit; it is called before PutWithinThen returns,
+// possibly from another goroutine (the commit's leader), and must not
+// block. When the sync then fails, PutWithinThen returns its error
+// although committed was called.
+func (s *Store) PutWithinThen(ctx context.Context, m Message, q Quota, committed func()) (e Entry, added bool, err error) {
+	return s.putDurable(ctx, m, q, committed)
 }
 
 // PutRelayed is PutWithin for a message from the network, which peers can

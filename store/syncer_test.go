@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -334,5 +335,68 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not met in 10 s")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestPutWithinThenBeforeSync: PutWithinThen calls committed once its
+// message is committed and readable, while the sync it waits for has not
+// run (here held back by an announced Put), and returns only after that
+// sync; a Put refused before its commit (over its quota) calls nothing.
+func TestPutWithinThenBeforeSync(t *testing.T) {
+	s, err := Open(Options{Dir: t.TempDir(), SyncInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.syncer.maxDefer = time.Hour // the sync waits until the test's second Put
+	sp := protocol.MessageID([]byte("space"))
+	first := syncTestMsg(sp, "first")
+	before := s.syncer.syncs.Load()
+
+	arrived := s.Expect()
+	defer func() { // on a failure, so that Close does not wait for the held sync
+		arrived()
+		s.syncer.wake()
+	}()
+	committed := make(chan bool, 1)
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := s.PutWithinThen(context.Background(), first, Quota{}, func() {
+			has, err := s.Has(first.ID)
+			committed <- has && err == nil
+		})
+		done <- err
+	}()
+	select {
+	case readable := <-committed:
+		if !readable {
+			t.Fatal("committed was called before the message could be read")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("committed was not called while the sync waited")
+	}
+	if got := s.syncer.syncs.Load() - before; got != 0 {
+		t.Fatalf("committed was called after %d syncs, want it before the sync", got)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("PutWithinThen returned before its sync (err %v)", err)
+	default:
+	}
+	arrived()
+	if _, _, err := s.PutWithin(t.Context(), syncTestMsg(sp, "second"), Quota{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := s.syncer.syncs.Load() - before; got != 1 {
+		t.Fatalf("%d syncs, want 1", got)
+	}
+
+	called := false
+	_, _, err = s.PutWithinThen(t.Context(), syncTestMsg(sp, "over quota"), Quota{SpaceBytes: 1}, func() { called = true })
+	if !errors.Is(err, ErrQuota) || called {
+		t.Fatalf("a Put over its quota: err %v, committed called %v; want ErrQuota and no call", err, called)
 	}
 }
