@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"time"
@@ -310,12 +311,48 @@ func (n *Node) draft(space protocol.ID, p Post) (protocol.Draft, error) {
 	}
 	if s := n.private.get(space); s != nil {
 		heads = s.parentsFor(heads)
+	} else {
+		heads = pickParents(heads, sendParents)
 	}
 	if len(heads) > n.cfg.Limits.MaxPrev {
 		heads = heads[:n.cfg.Limits.MaxPrev]
 	}
 	d.Prev = slices.Clone(heads)
 	return d, nil
+}
+
+// sendParents is how many of its open space's heads a send names as its
+// parents (Prev), at most. Concurrent sends are siblings, each a head once
+// stored, and a send that named every head named one parent per send in
+// flight: 16 agents sending at once made each message name ~16 parents
+// (~880 bytes of its ~1.3 KB), and every node that stored it wrote a
+// child and a reference key for each (~40 keys per message instead of
+// ~10), checked, synced and served the bytes. Naming a few, chosen at
+// random, still merges the space: concurrent sends pick different heads,
+// so together they name about as many as there are, and a head not picked
+// stays a head, to be named by a later send (its chance grows as the
+// heads thin out). Nothing needs every head named: gap repair follows the
+// parents a message has, and sync reconciles whole spaces. Private spaces
+// choose their own parents (parentsFor), by the membership rules.
+const sendParents = 4
+
+// pickParents returns n of heads (all if there are no more), chosen at
+// random, in heads' order.
+func pickParents(heads []protocol.ID, n int) []protocol.ID {
+	if len(heads) <= n {
+		return heads
+	}
+	picked := make([]bool, len(heads))
+	for _, i := range rand.Perm(len(heads))[:n] {
+		picked[i] = true
+	}
+	out := make([]protocol.ID, 0, n)
+	for i, id := range heads {
+		if picked[i] {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // MaxAnswerBytes bounds the messages one answer of the daemon carries (as
