@@ -335,6 +335,10 @@ type deletion struct {
 	usage    usageAfter
 }
 
+// optimisticDeletes is how many attempts of a delete transaction read
+// without mutateMu (see deleteOnce) before one reads holding it.
+const optimisticDeletes = 3
+
 // deleteMessages deletes the messages ids (those not stored are skipped)
 // and returns how many it deleted.
 func (s *Store) deleteMessages(ids []protocol.ID) (int, error) {
@@ -342,30 +346,26 @@ func (s *Store) deleteMessages(ids []protocol.ID) (int, error) {
 		return 0, err
 	}
 	defer s.leave()
-	s.mutateMu.Lock()
-	defer s.mutateMu.Unlock()
-	return s.deleteLocked(ids)
+	return s.deleteBatch(ids)
 }
 
-// deleteLocked deletes ids, splitting the batch if Badger finds it too
-// big. mutateMu must be held exclusively.
-func (s *Store) deleteLocked(ids []protocol.ID) (int, error) {
-	for range maxPutAttempts {
-		d, err := s.deleteOnce(ids)
+// deleteBatch deletes ids, splitting the batch if Badger finds it too
+// big. Its first attempts read without mutateMu, which a Put committing
+// meanwhile may make conflict; the last ones read holding it, which no Put
+// can, so that a sweep cannot be starved.
+func (s *Store) deleteBatch(ids []protocol.ID) (int, error) {
+	for attempt := range maxPutAttempts {
+		n, err := s.deleteOnce(ids, attempt >= optimisticDeletes)
 		switch {
 		case err == nil:
-			if s.afterDelete != nil {
-				s.afterDelete(d.deleted)
-			}
-			s.applyDeletion(d)
-			return len(d.deleted), nil
+			return n, nil
 		case errors.Is(err, badger.ErrTxnTooBig) && len(ids) > 1:
 			half := len(ids) / 2
-			n, err := s.deleteLocked(ids[:half])
+			n, err := s.deleteBatch(ids[:half])
 			if err != nil {
 				return n, err
 			}
-			m, err := s.deleteLocked(ids[half:])
+			m, err := s.deleteBatch(ids[half:])
 			return n + m, err
 		case !errors.Is(err, errRetry):
 			return 0, fmt.Errorf("delete: %w", err)
@@ -374,27 +374,78 @@ func (s *Store) deleteLocked(ids []protocol.ID) (int, error) {
 	return 0, fmt.Errorf("delete: gave up after %d conflicts", maxPutAttempts)
 }
 
+// deletePlan is what a delete transaction read: what it deletes and
+// writes once it holds mutateMu.
+type deletePlan struct {
+	d       deletion // deleted, restored
+	dels    [][]byte // keys to delete
+	orphans []protocol.ID
+	marks   map[protocol.ID]uint64 // highest deleted seq per space, above its mark
+	delta   usageDelta
+}
+
 // deleteOnce deletes ids in one transaction: each message's record, raw
 // bytes and index keys (order, time, expiry, head, the children index
 // under its parents and the reply index). Keys naming the message as a
 // parent (c id …, r id) stay, so that if it is stored again it is not
 // taken for a head. A parent left without children is no longer
-// referenced and, if stored, is a head again.
+// referenced and, if stored, is a head again. It returns how many it
+// deleted.
 //
-// No Put is between its reads and its commit while it runs (mutateMu),
-// so neither conflicts with the other. A new child of a parent made a
-// head here clears the head when it commits, as for any head.
-func (s *Store) deleteOnce(ids []protocol.ID) (deletion, error) {
+// Locking: mutateMu is held exclusively from before the writes until the
+// in-memory updates (applyDeletion), so no Put is between its reads and its
+// commit when the delete commits: a sweep never makes a Put conflict. The
+// reads (most of a delete's time: a record, the children of each parent)
+// are made before, without mutateMu unless lockReads, so that Puts do not
+// wait for them. A Put that commits between those reads and the delete's
+// commit and writes a key the delete read makes the delete conflict, and
+// it is tried again (errRetry): a Put of a message deleted here (m key;
+// one not stored when read, or a parent read as not stored), or of a new
+// child of a parent read as left without children (the parent's r key,
+// which readOrphan reads and every child's Put writes). A new child
+// of a parent that keeps a child changes nothing the delete writes; only
+// deletes remove children, one sweep at a time, and any two conflict on
+// the seq marks and records they both read. With lockReads the reads too
+// are made holding mutateMu, as no Put commits then, the delete cannot
+// conflict with one.
+func (s *Store) deleteOnce(ids []protocol.ID, lockReads bool) (int, error) {
 	s.compact.wake()
+	if lockReads {
+		s.mutateMu.Lock()
+		defer s.mutateMu.Unlock()
+	}
 	txn := s.db.NewTransaction(true)
 	defer txn.Discard()
+	p, err := s.readDelete(txn, ids)
+	if err != nil {
+		return 0, err
+	}
+	if !lockReads {
+		if s.afterDeleteRead != nil {
+			s.afterDeleteRead(ids)
+		}
+		s.mutateMu.Lock()
+		defer s.mutateMu.Unlock()
+	}
+	d, err := s.writeDelete(txn, p)
+	if err != nil {
+		return 0, err
+	}
+	if s.afterDelete != nil {
+		s.afterDelete(d.deleted)
+	}
+	s.applyDeletion(d)
+	return len(d.deleted), nil
+}
+
+// readDelete reads in txn what deleting ids takes, writing nothing: each
+// iterator of an update transaction copies and sorts its pending writes,
+// none yet here.
+func (s *Store) readDelete(txn *badger.Txn, ids []protocol.ID) (deletePlan, error) {
 	var (
-		d       deletion
+		p       = deletePlan{marks: make(map[protocol.ID]uint64)}
 		parents []protocol.ID
 		seen    = make(map[protocol.ID]bool)
-		marks   = make(map[protocol.ID]uint64) // highest deleted seq per space
-		delta   usageDelta
-		dels    [][]byte
 		gone    = make(map[protocol.ID]bool)
 	)
 	for _, id := range ids {
@@ -407,18 +458,18 @@ func (s *Store) deleteOnce(ids []protocol.ID) (deletion, error) {
 			continue
 		}
 		if err != nil {
-			return d, fmt.Errorf("message %s: %w", id, err)
+			return p, fmt.Errorf("message %s: %w", id, err)
 		}
 		e, nchunks, size, err := decodeRecordSize(id, val)
 		if err != nil {
-			return d, err
+			return p, err
 		}
 		if size < 0 { // a version 2 record: size and sender are in the raw bytes
 			if e.From, size, err = legacyUsage(txn, id, val); err != nil {
-				return d, err
+				return p, err
 			}
 		}
-		delta.add(e.Space, e.From, size)
+		p.delta.add(e.Space, e.From, size)
 		keys := [][]byte{
 			messageKey(id),
 			orderKey(e.Space, uint64(e.Cursor)),
@@ -434,33 +485,30 @@ func (s *Store) deleteOnce(ids []protocol.ID) (deletion, error) {
 		for _, to := range e.ReplyTo {
 			keys = append(keys, replyKey(to, id))
 		}
-		for i, p := range e.Prev {
-			if p == id || p.IsZero() || containsID(e.Prev[:i], p) {
+		for i, par := range e.Prev {
+			if par == id || par.IsZero() || containsID(e.Prev[:i], par) {
 				continue
 			}
-			keys = append(keys, childKey(p, id))
-			parents = append(parents, p)
+			keys = append(keys, childKey(par, id))
+			parents = append(parents, par)
 		}
-		dels = append(dels, keys...)
+		p.dels = append(p.dels, keys...)
 		gone[id] = true
-		marks[e.Space] = max(marks[e.Space], uint64(e.Cursor))
+		p.marks[e.Space] = max(p.marks[e.Space], uint64(e.Cursor))
 		e.Raw = nil
-		d.deleted = append(d.deleted, e.Message)
+		p.d.deleted = append(p.d.deleted, e.Message)
 	}
 
-	// Which parents keep a child: read before any write, so that each
-	// iterator is cheap (one of an update transaction copies and sorts
-	// its pending writes).
+	// Which parents keep a child.
 	done := make(map[protocol.ID]bool)
-	var orphans []protocol.ID
-	for _, p := range parents {
-		if done[p] {
+	for _, par := range parents {
+		if done[par] {
 			continue
 		}
-		done[p] = true
+		done[par] = true
 		opts := badger.DefaultIteratorOptions
 		opts.PrefetchValues = false
-		opts.Prefix = idKey(prefixChild, p)
+		opts.Prefix = idKey(prefixChild, par)
 		it := txn.NewIterator(opts)
 		kept := false
 		for it.Rewind(); it.ValidForPrefix(opts.Prefix); it.Next() {
@@ -470,39 +518,59 @@ func (s *Store) deleteOnce(ids []protocol.ID) (deletion, error) {
 			}
 		}
 		it.Close()
-		if !kept {
-			orphans = append(orphans, p)
+		if kept {
+			continue
 		}
-	}
-	for _, k := range dels {
-		if err := txn.Delete(k); err != nil {
-			return d, err
-		}
-	}
-	for _, p := range orphans {
-		ref, err := unreferenceOrphan(txn, p)
+		ref, err := readOrphan(txn, par, gone)
 		if err != nil {
-			return d, fmt.Errorf("parent %s: %w", p, err)
+			return p, fmt.Errorf("parent %s: %w", par, err)
 		}
-		if ref != nil {
-			d.restored = append(d.restored, *ref)
-		}
-	}
-
-	for space, seq := range marks {
-		old, err := readSeqMark(txn, space)
-		if err != nil {
-			return d, err
-		}
-		if seq > old {
-			if err := txn.Set(seqMarkKey(space), binary.BigEndian.AppendUint64(nil, seq)); err != nil {
-				return d, err
+		if ref.referenced {
+			p.orphans = append(p.orphans, par)
+			if !ref.space.IsZero() {
+				p.d.restored = append(p.d.restored, headRef{ref.space, par})
 			}
 		}
 	}
 
+	for space, seq := range p.marks {
+		old, err := readSeqMark(txn, space)
+		if err != nil {
+			return p, err
+		}
+		if seq <= old {
+			delete(p.marks, space)
+		}
+	}
+	return p, nil
+}
+
+// writeDelete writes p into txn and commits it. mutateMu must be held
+// exclusively.
+func (s *Store) writeDelete(txn *badger.Txn, p deletePlan) (deletion, error) {
+	d := p.d
+	for _, k := range p.dels {
+		if err := txn.Delete(k); err != nil {
+			return d, err
+		}
+	}
+	for _, par := range p.orphans {
+		if err := txn.Delete(refKey(par)); err != nil {
+			return d, err
+		}
+	}
+	for _, r := range d.restored {
+		if err := txn.Set(headKey(r.space, r.id), nil); err != nil {
+			return d, err
+		}
+	}
+	for space, seq := range p.marks {
+		if err := txn.Set(seqMarkKey(space), binary.BigEndian.AppendUint64(nil, seq)); err != nil {
+			return d, err
+		}
+	}
 	var err error
-	if d.usage, err = s.writeDeltaLocked(txn, delta); err != nil {
+	if d.usage, err = s.writeDeltaLocked(txn, p.delta); err != nil {
 		return d, fmt.Errorf("usage: %w", err)
 	}
 
@@ -520,35 +588,38 @@ func (s *Store) deleteOnce(ids []protocol.ID) (deletion, error) {
 	return d, nil
 }
 
-// unreferenceOrphan drops parent's r key, parent having no child left,
-// making parent a head again if it is stored; it returns the new head, if
-// any. It reads the r key so that a child Put concurrently (writing it)
-// conflicts.
-func unreferenceOrphan(txn *badger.Txn, parent protocol.ID) (*headRef, error) {
+// orphanRef is what readOrphan read of a parent left without children.
+type orphanRef struct {
+	referenced bool        // its r key is there (to delete)
+	space      protocol.ID // its space if it is stored and stays (a head again); zero if not
+}
+
+// readOrphan reads parent, left without children by a delete of gone:
+// whether its r key is there (the delete drops it) and, if so, whether it
+// is stored and not deleted with them (it becomes a head again). Reading
+// the r key makes a child Put concurrently (writing it) conflict, and
+// reading its record a Put of it.
+func readOrphan(txn *badger.Txn, parent protocol.ID, gone map[protocol.ID]bool) (orphanRef, error) {
+	var ref orphanRef
 	if _, err := get(txn, refKey(parent)); err != nil {
 		if errors.Is(err, ErrNotFound) {
 			err = nil
 		}
-		return nil, err
+		return ref, err
 	}
-	if err := txn.Delete(refKey(parent)); err != nil {
-		return nil, err
+	ref.referenced = true
+	if gone[parent] {
+		return ref, nil
 	}
 	val, err := get(txn, messageKey(parent))
 	if errors.Is(err, ErrNotFound) {
-		return nil, nil
+		return ref, nil
 	}
 	if err != nil {
-		return nil, err
+		return ref, err
 	}
-	space, err := recordSpace(val)
-	if err != nil {
-		return nil, err
-	}
-	if err := txn.Set(headKey(space, parent), nil); err != nil {
-		return nil, err
-	}
-	return &headRef{space, parent}, nil
+	ref.space, err = recordSpace(val)
+	return ref, err
 }
 
 // markDeleting adds ms to Store.deleting (on) or takes them out.
