@@ -129,8 +129,8 @@ type batchAdded struct {
 // those within it, taking account of the other messages of the batch: one
 // that another written with it names is no head, in either order, and a
 // stored parent is unheaded once. A stored parent that a stored child
-// names already gets only the new c key (it is no head, its r key is
-// there), not a tombstone and an r key again.
+// names already gets the new c key and its r key again, once (it is no
+// head: no tombstone).
 func (s *Store) batchOnce(ms []Message, idx []int, q Quota, results []PutResult) error {
 	s.compact.wake()
 	// From before the reads, as in putOnce: no delete commits between
@@ -233,7 +233,7 @@ func (s *Store) batchOnce(ms []Message, idx []int, q Quota, results []PutResult)
 		added   []batchAdded
 		kept    = make([]batchPlan, 0, len(plans)) // within the quota: written
 		named   = make(map[protocol.ID]bool)       // new in the batch, named by a message written with it
-		linked  = make(map[protocol.ID]bool)       // stored parents unheaded and referenced in txn
+		linked  = make(map[protocol.ID]bool)       // stored parents whose r key is written in txn
 	)
 	fail := func(err error) error {
 		s.commitMu.Unlock()
@@ -339,8 +339,17 @@ func (s *Store) writeBatched(txn *badger.Txn, m Message, p batchPlan, named, lin
 	}
 	for _, bp := range p.parents {
 		switch {
-		case bp.referenced || linked[bp.id]:
-			// Stored, no head, its r key there: nothing but the c key.
+		case linked[bp.id]:
+			// Its r key written in txn already: nothing but the c key.
+		case bp.referenced:
+			// Stored, no head, its r key there: written again, once per
+			// batch, as every Put of a child writes it: a delete that
+			// read the parent as left without children reads the r key
+			// and so conflicts with the new child (see deleteOnce).
+			if err := txn.Set(refKey(bp.id), nil); err != nil {
+				return a, fmt.Errorf("link parent %s: %w", bp.id, err)
+			}
+			linked[bp.id] = true
 		case !bp.space.IsZero():
 			// Stored and a head until now.
 			if err := txn.Delete(headKey(bp.space, bp.id)); err != nil {
