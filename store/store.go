@@ -98,8 +98,8 @@ type Store struct {
 	// before its in-memory updates.
 	afterDelete func(deleted []Message)
 	// afterDeleteRead, when set (tests), runs in each attempt of a
-	// delete that reads without mutateMu, once it has read and before it
-	// takes mutateMu.
+	// delete that reads without mutateMu, once it has read and written
+	// its transaction and before it takes mutateMu to commit it.
 	afterDeleteRead func(ids []protocol.ID)
 
 	// indexMu guards indexes: each space's range index, built on first use.
