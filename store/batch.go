@@ -135,6 +135,7 @@ func (s *Store) batchOnce(ms []Message, idx []int, q Quota, results []PutResult)
 	s.compact.wake()
 	// From before the reads, as in putOnce: no delete commits between
 	// them and the commit.
+	s.putsBegun.Add(1)
 	s.mutateMu.RLock()
 	defer s.mutateMu.RUnlock()
 	txn := s.db.NewTransaction(true)

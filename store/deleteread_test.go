@@ -188,3 +188,49 @@ func TestDeleteNotStarvedByPuts(t *testing.T) {
 	}
 	checkHeads(t, s, sp, parent.ID)
 }
+
+// TestSweepYieldsToPuts: a sweep pauses after a delete transaction during
+// which a Put was made, and only then (see deletePaced).
+func TestSweepYieldsToPuts(t *testing.T) {
+	clock := int64(1)
+	s := openSweepTest(t, &clock)
+	sp := protocol.MessageID([]byte("space"))
+	const batches = 3
+	put := func(name string, expires int64) {
+		m := syncTestMsg(sp, name)
+		m.Expires = expires
+		if _, _, err := s.Put(t.Context(), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range batches * sweepBatch {
+		put(fmt.Sprint("old", i), 10)
+	}
+	clock = 20
+	n, err := s.Sweep(t.Context())
+	if err != nil || n != batches*sweepBatch {
+		t.Fatalf("the sweep deleted %d (%v), want %d", n, err, batches*sweepBatch)
+	}
+	if p := s.sweepPauses.Load(); p != 0 {
+		t.Errorf("a sweep with no Puts paused %d times", p)
+	}
+
+	for i := range batches * sweepBatch {
+		put(fmt.Sprint("later", i), 30)
+	}
+	// A Put in each delete transaction but the first.
+	deletes := 0
+	s.afterDeleteRead = func([]protocol.ID) {
+		if deletes++; deletes > 1 {
+			put(fmt.Sprint("during", deletes), 0)
+		}
+	}
+	clock = 40
+	n, err = s.Sweep(t.Context())
+	if err != nil || n != batches*sweepBatch {
+		t.Fatalf("the sweep deleted %d (%v), want %d", n, err, batches*sweepBatch)
+	}
+	if p := s.sweepPauses.Load(); p != batches-1 {
+		t.Errorf("the sweep paused %d times, want %d (after each delete with a Put)", p, batches-1)
+	}
+}

@@ -72,6 +72,10 @@ type Store struct {
 	// them. Heads does not take it (it would wait behind the slowest Put
 	// whenever a sweep waits for it): see deleting.
 	mutateMu sync.RWMutex
+	// putsBegun counts the Put transactions begun (putOnce, batchOnce):
+	// a sweep yields to them (see deletePaced).
+	putsBegun atomic.Uint64
+	sweepPauses atomic.Int64 // pauses made by deletePaced (tests)
 
 	// headsMu guards heads: each space's heads, cached in memory once read
 	// (scanning head keys walks every deleted head still in the LSM tree).

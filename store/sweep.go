@@ -71,7 +71,7 @@ func (s *Store) sweepExpired(ctx context.Context, now int64) (int, error) {
 		if err != nil || len(ids) == 0 {
 			return removed, err
 		}
-		n, err := s.deleteMessages(ids)
+		n, err := s.deletePaced(ctx, ids)
 		removed += n
 		if err != nil || next == nil {
 			return removed, err
@@ -165,7 +165,7 @@ func (s *Store) applyRetention(ctx context.Context, space protocol.ID, r Retenti
 		for i, k := range keys {
 			ids[i] = k.ID
 		}
-		n, err := s.deleteMessages(ids)
+		n, err := s.deletePaced(ctx, ids)
 		removed += n
 		return len(keys), err
 	}
@@ -330,6 +330,34 @@ func (s *Store) Floor(space protocol.ID) (protocol.SyncKey, error) {
 		ix.mu.Unlock()
 	}
 	return floor, nil
+}
+
+// maxSweepPause bounds a sweep's pause after a delete transaction (see
+// deletePaced).
+const maxSweepPause = 20 * time.Millisecond
+
+// deletePaced is deleteMessages for a sweep: if Puts were made while it
+// deleted, it then pauses for as long as the delete took (at most
+// maxSweepPause, or until ctx ends), so that a sweep of a large backlog
+// takes at most half of the time while messages are being put, leaving
+// them the CPU, the disk and Badger's compactions; it runs at full speed
+// otherwise. At half speed it still deletes several thousand messages a
+// second (see sweepBatch).
+func (s *Store) deletePaced(ctx context.Context, ids []protocol.ID) (int, error) {
+	puts := s.putsBegun.Load()
+	start := time.Now()
+	n, err := s.deleteMessages(ids)
+	if err != nil || s.putsBegun.Load() == puts {
+		return n, err
+	}
+	s.sweepPauses.Add(1)
+	pause := time.NewTimer(min(time.Since(start), maxSweepPause))
+	defer pause.Stop()
+	select {
+	case <-ctx.Done():
+	case <-pause.C:
+	}
+	return n, nil
 }
 
 // deletion is what a committed delete transaction removed.
