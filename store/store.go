@@ -74,7 +74,7 @@ type Store struct {
 	mutateMu sync.RWMutex
 	// putsBegun counts the Put transactions begun (putOnce, batchOnce):
 	// a sweep yields to them (see deletePaced).
-	putsBegun atomic.Uint64
+	putsBegun   atomic.Uint64
 	sweepPauses atomic.Int64 // pauses made by deletePaced (tests)
 
 	// headsMu guards heads: each space's heads, cached in memory once read
