@@ -20,7 +20,7 @@ import (
 // Puts wait for a delete's commit (see deleteOnce): with 64 (~450 keys
 // deleted) it took 1.2-1.5 ms (p50) in TestSweepSendLatencyFigures, with
 // 256 4.7 ms, for a sweep of 6,200-7,800 messages/s either way (loaded
-// machine).
+// machine, without the pauses of deletePaced).
 const sweepBatch = 64
 
 // runSweep is one background Sweep.
@@ -407,7 +407,7 @@ func (s *Store) deleteBatch(ids []protocol.ID) (int, error) {
 }
 
 // deletePlan is what a delete transaction read: what it deletes and
-// writes once it holds mutateMu.
+// writes.
 type deletePlan struct {
 	d       deletion // deleted, restored
 	dels    [][]byte // keys to delete
