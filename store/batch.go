@@ -107,8 +107,8 @@ type batchParent struct {
 	id    protocol.ID
 	space protocol.ID // the stored parent's space; zero if not stored
 	// referenced: the stored parent is named by a stored child already,
-	// so it is no head and its r key is there: nothing to write but the
-	// c key.
+	// so it is no head: no head key to delete. Its r key is written
+	// again all the same, so that a delete that read it conflicts.
 	referenced bool
 }
 
@@ -148,6 +148,7 @@ func (s *Store) batchOnce(ms []Message, idx []int, q Quota, results []PutResult)
 	// Parents not new in the batch, as read for their first child in it:
 	// siblings (messages sent at once name the same heads) read them once.
 	parents := make(map[protocol.ID]batchParent)
+	var view *badger.Txn
 	for _, i := range idx {
 		m := &ms[i]
 		results[i] = PutResult{}
@@ -210,7 +211,13 @@ func (s *Store) batchOnce(ms []Message, idx []int, q Quota, results []PutResult)
 				}
 				// Whether a stored child names it: no delete of that
 				// child commits before this transaction (mutateMu).
-				_, err = get(txn, refKey(parent))
+				// Read outside txn's conflict set: only children write
+				// it while mutateMu is held shared.
+				if view == nil {
+					view = s.db.NewTransaction(false)
+					defer view.Discard()
+				}
+				_, err = get(view, refKey(parent))
 				bp.referenced = err == nil
 				if err != nil && !errors.Is(err, ErrNotFound) {
 					return fmt.Errorf("children of parent %s of %s: %w", parent, m.ID, err)
