@@ -234,3 +234,42 @@ func TestSweepYieldsToPuts(t *testing.T) {
 		t.Errorf("the sweep paused %d times, want %d (after each delete with a Put)", p, batches-1)
 	}
 }
+
+// TestRetentionCountBounded: a count retention deletes at most the excess
+// it found when it started, so a space that takes messages in faster than
+// the sweep deletes them does not keep the sweep (and sweepMu) to itself.
+// Here each delete transaction is met by more new messages than it
+// deletes: before the bound, the sweep ran for as long as they came.
+func TestRetentionCountBounded(t *testing.T) {
+	clock := int64(1)
+	s := openSweepTest(t, &clock)
+	sp := protocol.MessageID([]byte("space"))
+	const keep, stored = 10, 10 + 2*sweepBatch
+	for i := range stored {
+		m := syncTestMsg(sp, fmt.Sprintf("m%d", i))
+		m.Time = int64(i + 1)
+		if _, _, err := s.Put(t.Context(), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rounds, next := 0, stored
+	s.afterDeleteRead = func([]protocol.ID) {
+		if rounds++; rounds > 20 {
+			return // enough to tell: the bound allows 2
+		}
+		for range sweepBatch + 1 {
+			m := syncTestMsg(sp, fmt.Sprintf("m%d", next))
+			m.Time = int64(next + 1)
+			next++
+			if _, _, err := s.PutRelayed(t.Context(), m, Quota{}); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	if _, err := s.applyRetention(t.Context(), sp, Retention{MaxCount: keep}, clock); err != nil {
+		t.Fatal(err)
+	}
+	if rounds != 2 {
+		t.Fatalf("%d delete transactions for an excess of %d (batches of %d), want 2", rounds, stored-keep, sweepBatch)
+	}
+}

@@ -182,16 +182,21 @@ func (s *Store) applyRetention(ctx context.Context, space protocol.ID, r Retenti
 		}
 	}
 	if r.MaxCount > 0 {
-		from := protocol.MinSyncKey
-		for {
-			count, err := s.Count(space)
-			if err != nil || count <= r.MaxCount {
-				return removed, err
-			}
-			n, err := deleteKeys(&from, protocol.MaxSyncKey, min(count-r.MaxCount, sweepBatch))
+		// At most the excess found now: a space that takes messages in
+		// faster than the sweep deletes them would otherwise keep this
+		// loop, and sweepMu, for as long as they come; the next sweep
+		// deletes what came meanwhile.
+		count, err := s.Count(space)
+		if err != nil || count <= r.MaxCount {
+			return removed, err
+		}
+		from, excess := protocol.MinSyncKey, count-r.MaxCount
+		for excess > 0 {
+			n, err := deleteKeys(&from, protocol.MaxSyncKey, min(excess, sweepBatch))
 			if err != nil || n == 0 {
 				return removed, err
 			}
+			excess -= n
 		}
 	}
 	return removed, nil
