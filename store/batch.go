@@ -107,8 +107,8 @@ type batchParent struct {
 	id    protocol.ID
 	space protocol.ID // the stored parent's space; zero if not stored
 	// referenced: the stored parent is named by a stored child already,
-	// so it is no head and its r key is there: nothing to write but the
-	// c key.
+	// so it is no head: no head key to delete. Its r key is written
+	// again all the same, so that a delete that read it conflicts.
 	referenced bool
 }
 
@@ -129,12 +129,13 @@ type batchAdded struct {
 // those within it, taking account of the other messages of the batch: one
 // that another written with it names is no head, in either order, and a
 // stored parent is unheaded once. A stored parent that a stored child
-// names already gets only the new c key (it is no head, its r key is
-// there), not a tombstone and an r key again.
+// names already gets the new c key and its r key again, once (it is no
+// head: no tombstone).
 func (s *Store) batchOnce(ms []Message, idx []int, q Quota, results []PutResult) error {
 	s.compact.wake()
 	// From before the reads, as in putOnce: no delete commits between
 	// them and the commit.
+	s.putsBegun.Add(1)
 	s.mutateMu.RLock()
 	defer s.mutateMu.RUnlock()
 	txn := s.db.NewTransaction(true)
@@ -147,6 +148,7 @@ func (s *Store) batchOnce(ms []Message, idx []int, q Quota, results []PutResult)
 	// Parents not new in the batch, as read for their first child in it:
 	// siblings (messages sent at once name the same heads) read them once.
 	parents := make(map[protocol.ID]batchParent)
+	var view *badger.Txn
 	for _, i := range idx {
 		m := &ms[i]
 		results[i] = PutResult{}
@@ -209,7 +211,13 @@ func (s *Store) batchOnce(ms []Message, idx []int, q Quota, results []PutResult)
 				}
 				// Whether a stored child names it: no delete of that
 				// child commits before this transaction (mutateMu).
-				_, err = get(txn, refKey(parent))
+				// Read outside txn's conflict set: only children write
+				// it while mutateMu is held shared.
+				if view == nil {
+					view = s.db.NewTransaction(false)
+					defer view.Discard()
+				}
+				_, err = get(view, refKey(parent))
 				bp.referenced = err == nil
 				if err != nil && !errors.Is(err, ErrNotFound) {
 					return fmt.Errorf("children of parent %s of %s: %w", parent, m.ID, err)
@@ -233,7 +241,7 @@ func (s *Store) batchOnce(ms []Message, idx []int, q Quota, results []PutResult)
 		added   []batchAdded
 		kept    = make([]batchPlan, 0, len(plans)) // within the quota: written
 		named   = make(map[protocol.ID]bool)       // new in the batch, named by a message written with it
-		linked  = make(map[protocol.ID]bool)       // stored parents unheaded and referenced in txn
+		linked  = make(map[protocol.ID]bool)       // stored parents whose r key is written in txn
 	)
 	fail := func(err error) error {
 		s.commitMu.Unlock()
@@ -339,8 +347,17 @@ func (s *Store) writeBatched(txn *badger.Txn, m Message, p batchPlan, named, lin
 	}
 	for _, bp := range p.parents {
 		switch {
-		case bp.referenced || linked[bp.id]:
-			// Stored, no head, its r key there: nothing but the c key.
+		case linked[bp.id]:
+			// Its r key written in txn already: nothing but the c key.
+		case bp.referenced:
+			// Stored, no head, its r key there: written again, once per
+			// batch, as every Put of a child writes it: a delete that
+			// read the parent as left without children reads the r key
+			// and so conflicts with the new child (see deleteOnce).
+			if err := txn.Set(refKey(bp.id), nil); err != nil {
+				return a, fmt.Errorf("link parent %s: %w", bp.id, err)
+			}
+			linked[bp.id] = true
 		case !bp.space.IsZero():
 			// Stored and a head until now.
 			if err := txn.Delete(headKey(bp.space, bp.id)); err != nil {

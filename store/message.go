@@ -145,6 +145,7 @@ func (s *Store) putOnce(m Message, q Quota) (Entry, bool, error) {
 	// updated (see Store.mutateMu): no delete commits between the reads
 	// and the commit, so a sweep never makes the Put conflict, and no
 	// delete of m applies its own update first.
+	s.putsBegun.Add(1)
 	s.mutateMu.RLock()
 	defer s.mutateMu.RUnlock()
 	txn := s.db.NewTransaction(true)

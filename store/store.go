@@ -64,13 +64,18 @@ type Store struct {
 	// mutateMu orders Puts and deletes: Puts hold it shared from before
 	// their transaction reads until their in-memory updates (heads, range
 	// indexes) are done, deletes hold it exclusively from before their
-	// transaction until their updates are done. So no delete commits
+	// writes until their updates are done (their reads come before,
+	// checked by conflict detection: see deleteOnce). So no delete commits
 	// between a Put's reads and its commit (a sweep, however often it
 	// runs, never makes a Put conflict), a delete that sees a message also
 	// sees its Put's updates applied and never has its own overwritten by
 	// them. Heads does not take it (it would wait behind the slowest Put
 	// whenever a sweep waits for it): see deleting.
 	mutateMu sync.RWMutex
+	// putsBegun counts the Put transactions begun (putOnce, batchOnce):
+	// a sweep yields to them (see deletePaced).
+	putsBegun   atomic.Uint64
+	sweepPauses atomic.Int64 // pauses made by deletePaced (tests)
 
 	// headsMu guards heads: each space's heads, cached in memory once read
 	// (scanning head keys walks every deleted head still in the LSM tree).
@@ -96,6 +101,10 @@ type Store struct {
 	// afterDelete, when set (tests), runs after a delete's commit and
 	// before its in-memory updates.
 	afterDelete func(deleted []Message)
+	// afterDeleteRead, when set (tests), runs in each attempt of a
+	// delete that reads without mutateMu, once it has read and written
+	// its transaction and before it takes mutateMu to commit it.
+	afterDeleteRead func(ids []protocol.ID)
 
 	// indexMu guards indexes: each space's range index, built on first use.
 	indexMu sync.Mutex
