@@ -93,6 +93,8 @@ type privSpace struct {
 	// rotating serialises this node's key rotations of a sealed space, so
 	// that changes taken in together make one new epoch (sealed.go).
 	rotating sync.Mutex
+	// retrying: a loop tries a failed rotation again (retryRotation).
+	retrying atomic.Bool
 	// contacts are the members a joiner met through its invite: taken
 	// part with before this node has the history that makes them members.
 	contacts sync.Map // peer.ID → true
