@@ -252,8 +252,31 @@ func (n *Node) loadPrivate(sp store.Space) error {
 	}
 	st := s.graph.Current()
 	s.current.Store(&st)
+	n.restoreLeave(s, &st)
 	n.private.set(s)
 	return nil
+}
+
+// restoreLeave finds, at start, this node's leave of s that no member had
+// confirmed when it stopped: the space is still joined (a confirmed leave
+// leaves it), and this node's own graph says it left. It is kept as
+// leavePrivate keeps it, so that the node stays in the space, serving the
+// leave to the members' sync, and the next leave presents that same one;
+// held in memory only, it was lost at a restart, after which a leave
+// left locally, unannounced, and the members kept counting this node.
+func (n *Node) restoreLeave(s *privSpace, st *member.State) {
+	self, err := peer.IDFromPrivateKey(n.key) // before the mesh starts
+	if err != nil || st.IsMember(self) {
+		return
+	}
+	m := s.graph.LeaveOf(self)
+	if m == nil {
+		return // removed, or never a member
+	}
+	w := m.Wire()
+	s.leave.Store(&w)
+	s.gone.Store(true)
+	n.log.Info("private space: this node's leave is not confirmed yet; it stays until a member takes it (weft leave presents it again)", "space", s.graph.Space(), "leave", m.ID)
 }
 
 // unusable reports whether sp is a private space whose membership could
@@ -545,6 +568,10 @@ func (s *privSpace) parentsFor(heads []protocol.ID) []protocol.ID {
 // errHas is decidePrivate's answer for a message already in the graph.
 var errHas = errors.New("already held")
 
+// errUnknownParents is the cause of decidePrivate's refusal of a
+// presented message whose parents this node lacks.
+var errUnknownParents = errors.New("parents unknown")
+
 // decidePrivate checks m under s.mu: true accepts it (to be stored), an
 // error refuses it (errHas: it is in the graph already), false and no
 // error holds it for its parents.
@@ -565,7 +592,7 @@ func (n *Node) decidePrivate(s *privSpace, m *protocol.Message, via string) (boo
 	if len(missing) > 0 {
 		switch via {
 		case "admit":
-			return false, errorf(api.CodeNotMember, "private space %s: the presented message's parents are unknown here", m.Space)
+			return false, &Error{Code: api.CodeNotMember, Msg: fmt.Sprintf("private space %s: the presented message's parents are unknown here", m.Space), Err: errUnknownParents}
 		case "api":
 			// Held, it would be answered before it is stored. Its parents
 			// come from the store's heads (see parentsFor), so this is a
@@ -1024,6 +1051,18 @@ func (n *Node) presentedJoin(ctx context.Context, from peer.ID, wire []byte) err
 			return errorf(api.CodeNotMember, "only a leave of its sender may be presented")
 		}
 		_, added, err := n.ingestPrivate(ctx, s, m, "admit")
+		if errors.Is(err, errUnknownParents) && s.current.Load().IsMember(from) {
+			// The leaver holds what its leave names (it sent or took in
+			// messages this node has not: gossip lost them, or this node
+			// refused them then): fetch them from it, then decide again.
+			// Otherwise the leave waits for a sync that may not come, and
+			// the leaver stays in the space.
+			if _, serr := n.mesh.Sync(ctx, from, m.Space); serr != nil {
+				n.log.Debug("private space: sync the parents of a presented leave", "peer", from, "err", serr)
+			}
+			_, added, err = n.ingestPrivate(ctx, s, m, "admit")
+			added = added || (err == nil && s.has(m.ID)) // sync took it in: spread it
+		}
 		if err != nil || !added {
 			return err // a leave held already is not spread again
 		}
@@ -1035,7 +1074,9 @@ func (n *Node) presentedJoin(ctx context.Context, from peer.ID, wire []byte) err
 	if c.Op != member.OpJoin {
 		return errorf(api.CodeNotMember, "only a join or a leave of its sender, or the removal of this node, may be presented")
 	}
-	if s.out() {
+	if s.out() || !s.current.Load().IsMember(n.mesh.ID()) {
+		// Removed, or left (also while no member has its leave yet): its
+		// copy of the space is not the members' any more.
 		return errorf(api.CodeNotMember, "this node is no longer a member of space %s: present the join to another member", m.Space)
 	}
 	// The invite must also be live by this node's clock, not only by the

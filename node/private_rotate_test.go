@@ -50,8 +50,10 @@ func (r *logRecorder) count(s string) int {
 }
 
 // privNode starts a node on 127.0.0.1 in home (a new one if ""),
-// bootstrapped to boot if not nil, logging to log if not nil. It is
-// closed when the test ends, unless the test closes it first.
+// bootstrapped to boot if not nil, logging to log if not nil, with no
+// periodic sync (only on joins and gaps), so that nothing the test does
+// not cause fetches what a peer lacks. It is closed when the test ends,
+// unless the test closes it first.
 func privNode(t *testing.T, home string, boot *Node, log *slog.Logger) *Node {
 	t.Helper()
 	cfg := Default()
@@ -61,6 +63,7 @@ func privNode(t *testing.T, home string, boot *Node, log *slog.Logger) *Node {
 	cfg.Home, cfg.MDNS, cfg.DHTMode = home, false, "client"
 	cfg.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
 	cfg.Logger = log
+	cfg.SyncInterval = -1
 	if boot != nil {
 		for _, a := range boot.mesh.Addrs() {
 			cfg.Bootstrap = append(cfg.Bootstrap, a.String()+"/p2p/"+boot.ID().String())

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/libp2p/go-libp2p/core/peer"
+
 	"github.com/weftmesh/weft/protocol"
 )
 
@@ -225,6 +227,24 @@ func (g *Graph) Forget(id protocol.ID) bool {
 	_, ok := g.nodes[id]
 	delete(g.nodes, id)
 	return ok
+}
+
+// LeaveOf returns p's leave in the graph (the deepest, if it left more
+// than once), or nil if it holds none.
+func (g *Graph) LeaveOf(p peer.ID) *protocol.Message {
+	var (
+		out   *protocol.Message
+		depth = -1
+	)
+	for _, c := range g.ctl {
+		if c.m.Type != TypeMember || c.depth <= depth || c.m.Sender() != p {
+			continue
+		}
+		if ch, _, err := ParseChange(c.m); err == nil && ch.Op == OpLeave {
+			out, depth = c.m, c.depth
+		}
+	}
+	return out
 }
 
 // Current returns the state of every control message in the graph: the
