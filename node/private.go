@@ -1210,14 +1210,16 @@ func (n *Node) leavePrivate(ctx context.Context, sp Space) error {
 	if wire == nil && (!st.IsMember(self) || st.Role(self) == member.Owner || s.removed.Load()) {
 		return nil
 	}
-	var reach []peer.ID
-	for _, e := range st.Members() {
-		if e.Peer != self && n.mesh.Host().Network().Connectedness(e.Peer) == network.Connected {
-			reach = append(reach, e.Peer)
-		}
+	reach := n.connectedMembers(st)
+	if len(reach) == 0 {
+		// A member that took in the leave some other way (sync) has closed
+		// this node's connections: dial the members it knows the
+		// addresses of.
+		n.dialMembers(ctx, st)
+		reach = n.connectedMembers(st)
 	}
 	if len(reach) == 0 {
-		return errorf(api.CodeUnreachable, "no other member of %s is connected to hear this node leave: connect to one (weft connect), then leave", sp.Name)
+		return errorf(api.CodeUnreachable, "no other member of %s is connected or could be dialled to hear this node leave: connect to one (weft connect), then leave", sp.Name)
 	}
 	if wire == nil {
 		m, err := n.change(ctx, sp.ID.String(), member.Change{Op: member.OpLeave, Peer: self.String()})
@@ -1251,6 +1253,49 @@ func (n *Node) leavePrivate(ctx context.Context, sp Space) error {
 	}
 	s.leave.Store(nil)
 	return nil
+}
+
+// connectedMembers returns the members of st this node is connected to,
+// itself left out.
+func (n *Node) connectedMembers(st *member.State) []peer.ID {
+	var out []peer.ID
+	for _, e := range st.Members() {
+		if e.Peer != n.mesh.ID() && n.mesh.Host().Network().Connectedness(e.Peer) == network.Connected {
+			out = append(out, e.Peer)
+		}
+	}
+	return out
+}
+
+// maxLeaveDials bounds the members leavePrivate dials, and how many at
+// once; leaveDialWait bounds each dial.
+const (
+	maxLeaveDials = 16
+	leaveDialWait = 5 * time.Second
+)
+
+// dialMembers dials members of st (at most maxLeaveDials) at the addresses
+// this node knows of them.
+func (n *Node) dialMembers(ctx context.Context, st *member.State) {
+	var wg sync.WaitGroup
+	dialled := 0
+	for _, e := range st.Members() {
+		if e.Peer == n.mesh.ID() || len(n.mesh.Host().Peerstore().Addrs(e.Peer)) == 0 {
+			continue
+		}
+		if dialled++; dialled > maxLeaveDials {
+			break
+		}
+		p := e.Peer
+		wg.Go(func() {
+			cctx, cancel := context.WithTimeout(ctx, leaveDialWait)
+			defer cancel()
+			if err := n.mesh.Host().Connect(cctx, peer.AddrInfo{ID: p}); err != nil {
+				n.log.Debug("private space: dial a member to hear a leave", "peer", p, "err", err)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // tellRemovedTries bounds the attempts to tell a removed member of its

@@ -216,3 +216,69 @@ func TestPrivateLeaveUnconfirmed(t *testing.T) {
 		}
 	}
 }
+
+// TestPrivateLeaveDeliveredBySync: a leave no member confirmed reaches
+// them by sync (a member's background sync with the leaver, done here at
+// once), and they drop the leaver; the leaver's next leave then finishes
+// (the members hold its leave), although they have closed its
+// connections.
+func TestPrivateLeaveDeliveredBySync(t *testing.T) {
+	ctx := t.Context()
+	a := privNode(t, "", nil, nil)
+	l := privNode(t, "", a, nil)
+	sp, err := a.CreatePrivate(ctx, "club", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	space := sp.ID
+	_, tok, err := a.Invite("club", InviteOptions{Peer: l.ID()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.JoinInvite(ctx, tok); err != nil {
+		t.Fatal(err)
+	}
+	within(t, 20*time.Second, "l a member on a", func() bool { return a.private.get(space).current.Load().IsMember(l.ID()) })
+	u, err := a.store.SenderUsage(space, l.ID().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.SetSpaceLimits(space.String(), store.SpaceLimits{MaxSenderBytes: u.Bytes + 3000}); err != nil {
+		t.Fatal(err)
+	}
+	content, _ := json.Marshal(map[string]string{"text": strings.Repeat("m", 20_000)})
+	if _, err := l.Send(ctx, space, Post{Content: content}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Leave(ctx, "club"); err == nil {
+		t.Fatal("the leave was confirmed by a member lacking its parent")
+	}
+	first := l.private.get(space).leave.Load()
+	if first == nil {
+		t.Fatal("l does not keep its unconfirmed leave")
+	}
+	leave, err := protocol.Validate(*first, time.Now(), l.cfg.Limits)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := a.SetSpaceLimits(space.String(), store.SpaceLimits{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.mesh.Sync(ctx, l.ID(), space); err != nil {
+		t.Fatalf("a's sync with l: %v", err)
+	}
+	within(t, 20*time.Second, "a to take in l's leave", func() bool { return !a.private.get(space).current.Load().IsMember(l.ID()) })
+	if has, _ := a.store.Has(leave.ID); !has {
+		t.Fatal("a dropped l without its leave")
+	}
+	within(t, 20*time.Second, "a to close l's connections", func() bool {
+		return l.mesh.Host().Network().Connectedness(a.ID()) != network.Connected
+	})
+	if err := l.Leave(ctx, "club"); err != nil {
+		t.Fatalf("leaving once a member holds the leave: %v", err)
+	}
+	if sps, err := l.Spaces(); err != nil || len(sps) != 0 {
+		t.Fatalf("l's spaces after its leave: %+v (%v), want none", sps, err)
+	}
+}
