@@ -125,8 +125,8 @@ func (s *privSpace) sealed() bool { return s != nil && s.genesis.Sealed }
 // a removal's rekey or a key message; the key of the invite this node
 // joined by. It notes who was given which epoch.
 func (n *Node) learnKeys(s *privSpace, m *protocol.Message) {
-	if !s.sealed() {
-		return
+	if !s.sealed() || (m.Type != member.TypeGenesis && m.Type != member.TypeMember && m.Type != member.TypeKey) {
+		return // an ordinary message carries no key
 	}
 	self, err := peer.IDFromPrivateKey(n.key) // also before the mesh starts (loadPrivate)
 	if err != nil {
