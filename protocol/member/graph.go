@@ -229,22 +229,29 @@ func (g *Graph) Forget(id protocol.ID) bool {
 	return ok
 }
 
-// LeaveOf returns p's leave in the graph (the deepest, if it left more
-// than once), or nil if it holds none.
+// LeaveOf returns p's leave if it is the deepest change in the graph
+// that names p (p left, and was not removed or let in again after), or
+// nil.
 func (g *Graph) LeaveOf(p peer.ID) *protocol.Message {
 	var (
-		out   *protocol.Message
+		last  *protocol.Message
+		leave bool
 		depth = -1
 	)
 	for _, c := range g.ctl {
-		if c.m.Type != TypeMember || c.depth <= depth || c.m.Sender() != p {
+		if c.m.Type != TypeMember || c.depth <= depth {
 			continue
 		}
-		if ch, _, err := ParseChange(c.m); err == nil && ch.Op == OpLeave {
-			out, depth = c.m, c.depth
+		ch, target, err := ParseChange(c.m)
+		if err != nil || target != p {
+			continue
 		}
+		last, leave, depth = c.m, ch.Op == OpLeave && c.m.Sender() == p, c.depth
 	}
-	return out
+	if !leave {
+		return nil
+	}
+	return last
 }
 
 // Current returns the state of every control message in the graph: the
