@@ -95,6 +95,9 @@ type privSpace struct {
 	rotating sync.Mutex
 	// retrying: a loop tries a failed rotation again (retryRotation).
 	retrying atomic.Bool
+	// finishing: a loop presents an unconfirmed leave again
+	// (finishLeaveLater).
+	finishing atomic.Bool
 	// contacts are the members a joiner met through its invite: taken
 	// part with before this node has the history that makes them members.
 	contacts sync.Map // peer.ID → true
@@ -276,6 +279,7 @@ func (n *Node) restoreLeave(s *privSpace, st *member.State) {
 	w := m.Wire()
 	s.leave.Store(&w)
 	s.gone.Store(true)
+	n.finishLeaveLater(s)
 	n.log.Info("private space: this node's leave is not confirmed yet; it stays until a member takes it (weft leave presents it again)", "space", s.graph.Space(), "leave", m.ID)
 }
 
@@ -1275,10 +1279,63 @@ func (n *Node) leavePrivate(ctx context.Context, sp Space) error {
 	if heard.Load() == 0 {
 		// A member lacking one of the leave's parents refuses it until
 		// sync brings them, and sync needs this node in the space.
-		return errorf(api.CodeUnreachable, "no member of %s confirmed this node's leave (%d tried): the leave is signed and the node stays in the space, so that sync brings it to them; run weft leave again to finish", sp.Name, len(reach))
+		n.finishLeaveLater(s)
+		return errorf(api.CodeUnreachable, "no member of %s confirmed this node's leave (%d tried): the leave is signed and the node stays in the space until one does, presenting it again in the background (weft leave again tries at once)", sp.Name, len(reach))
 	}
 	s.leave.Store(nil)
 	return nil
+}
+
+// A leave no member confirmed is presented again in the background (see
+// finishLeaveLater) after leaveRetryFirst, then after twice the last wait,
+// up to leaveRetryMax.
+const (
+	leaveRetryFirst = 2 * time.Second
+	leaveRetryMax   = time.Minute
+)
+
+// finishLeaveLater leaves private space s, whose leave no member has
+// confirmed, once one does: it presents the same signed leave again
+// (Leave, as weft leave does), waiting longer each time, until a member
+// takes it, the leave is confirmed or the space left otherwise (weft leave
+// again), or the node stops. One loop per space (s.finishing).
+func (n *Node) finishLeaveLater(s *privSpace) {
+	if !s.finishing.CompareAndSwap(false, true) {
+		return
+	}
+	space := s.graph.Space() // set once, at NewGraph
+	started := n.spawn(func() {
+		defer s.finishing.Store(false)
+		wait := leaveRetryFirst
+		for {
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-n.bg.Done():
+				t.Stop()
+				return
+			}
+			if s.leave.Load() == nil {
+				return // confirmed by a leave run meanwhile
+			}
+			ctx, cancel := context.WithTimeout(n.bg, admit.Timeout+leaveDialWait)
+			err := n.Leave(ctx, space.String())
+			cancel()
+			var e *Error
+			switch {
+			case err == nil:
+				n.log.Info("private space: a member took this node's leave; left", "space", space)
+				return
+			case errors.As(err, &e) && e.Code == api.CodeUnknownSpace, n.bg.Err() != nil:
+				return
+			}
+			n.log.Debug("private space: the leave is still not confirmed", "space", space, "err", err, "next", wait)
+			wait = min(2*wait, leaveRetryMax)
+		}
+	})
+	if !started {
+		s.finishing.Store(false)
+	}
 }
 
 // connectedMembers returns the members of st this node is connected to,

@@ -190,11 +190,16 @@ func TestPrivateLeaveUnconfirmed(t *testing.T) {
 	wantUnconfirmed(l.Leave(ctx, "club"), "the leave after a restart")
 	stillIn("after a restart")
 
-	// The members take l's messages again: the same leave is delivered.
+	// The members take l's messages again: the same leave is delivered, by
+	// this leave or by l's background presenting it again, whichever comes
+	// first (the other finds the space left).
 	setQuota(a, false)
 	setQuota(b, false)
 	if err := l.Leave(ctx, "club"); err != nil {
-		t.Fatalf("leaving once the members take the leave: %v", err)
+		var e *Error
+		if !errors.As(err, &e) || e.Code != api.CodeUnknownSpace {
+			t.Fatalf("leaving once the members take the leave: %v", err)
+		}
 	}
 	if sps, err := l.Spaces(); err != nil || len(sps) != 0 {
 		t.Fatalf("l's spaces after its leave: %+v (%v), want none", sps, err)
@@ -219,9 +224,9 @@ func TestPrivateLeaveUnconfirmed(t *testing.T) {
 
 // TestPrivateLeaveDeliveredBySync: a leave no member confirmed reaches
 // them by sync (a member's background sync with the leaver, done here at
-// once), and they drop the leaver; the leaver's next leave then finishes
-// (the members hold its leave), although they have closed its
-// connections.
+// once), and they drop the leaver, closing its connections; the leaver,
+// presenting its leave again in the background, dials them, finds it
+// taken and leaves, with no one running leave again.
 func TestPrivateLeaveDeliveredBySync(t *testing.T) {
 	ctx := t.Context()
 	a := privNode(t, "", nil, nil)
@@ -275,10 +280,43 @@ func TestPrivateLeaveDeliveredBySync(t *testing.T) {
 	within(t, 20*time.Second, "a to close l's connections", func() bool {
 		return l.mesh.Host().Network().Connectedness(a.ID()) != network.Connected
 	})
+	within(t, 30*time.Second, "l to leave in the background", func() bool {
+		sps, err := l.Spaces()
+		return err == nil && len(sps) == 0
+	})
+	if l.private.get(space).leave.Load() != nil {
+		t.Fatal("l left with its leave still pending")
+	}
+}
+
+// TestPrivateLeaveDials: a member with no other member connected dials
+// those it knows the addresses of to present its leave, rather than
+// refusing to leave (a member that took its leave by sync has closed its
+// connections, for one).
+func TestPrivateLeaveDials(t *testing.T) {
+	ctx := t.Context()
+	a := privNode(t, "", nil, nil)
+	l := privNode(t, "", a, nil)
+	sp, err := a.CreatePrivate(ctx, "club", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, tok, err := a.Invite("club", InviteOptions{Peer: l.ID()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.JoinInvite(ctx, tok); err != nil {
+		t.Fatal(err)
+	}
+	within(t, 20*time.Second, "l a member on a", func() bool { return a.private.get(sp.ID).current.Load().IsMember(l.ID()) })
+	if err := l.mesh.DropPeer(a.ID()); err != nil {
+		t.Fatal(err)
+	}
+	if l.mesh.Host().Network().Connectedness(a.ID()) == network.Connected {
+		t.Fatal("l still connected to a")
+	}
 	if err := l.Leave(ctx, "club"); err != nil {
-		t.Fatalf("leaving once a member holds the leave: %v", err)
+		t.Fatalf("leave with the owner known but not connected: %v", err)
 	}
-	if sps, err := l.Spaces(); err != nil || len(sps) != 0 {
-		t.Fatalf("l's spaces after its leave: %+v (%v), want none", sps, err)
-	}
+	within(t, 20*time.Second, "a to drop l", func() bool { return !a.private.get(sp.ID).current.Load().IsMember(l.ID()) })
 }
