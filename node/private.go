@@ -279,8 +279,22 @@ func (n *Node) restoreLeave(s *privSpace, st *member.State) {
 	w := m.Wire()
 	s.leave.Store(&w)
 	s.gone.Store(true)
-	n.finishLeaveLater(s)
-	n.log.Info("private space: this node's leave is not confirmed yet; it stays until a member takes it (weft leave presents it again)", "space", s.graph.Space(), "leave", m.ID)
+	n.log.Info("private space: this node's leave is not confirmed yet; it stays until a member takes it", "space", s.graph.Space(), "leave", m.ID)
+}
+
+// resumePrivate starts, once the node has started, what its private
+// spaces left undone when it stopped: a sealed space's rotation (a member
+// may have left while this node, an admin, was down), a leave no member
+// had confirmed (restoreLeave).
+func (n *Node) resumePrivate() {
+	for _, s := range n.private.all() {
+		if s.sealed() {
+			n.rotateLater(s.graph.Space(), s)
+		}
+		if s.leave.Load() != nil {
+			n.finishLeaveLater(s)
+		}
+	}
 }
 
 // unusable reports whether sp is a private space whose membership could
