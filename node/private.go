@@ -352,7 +352,26 @@ func (s *privSpace) check(m *protocol.Message) ([]protocol.ID, error) {
 func (n *Node) ingestPrivate(ctx context.Context, s *privSpace, m *protocol.Message, via string) (store.Entry, bool, error) {
 	ok, err := n.decidePrivate(s, m, via)
 	if errors.Is(err, errHas) {
-		return n.stored(m.ID)
+		if relayed(via) {
+			return n.stored(m.ID)
+		}
+		// In the graph, but maybe not stored yet: an agent's send of the
+		// very same message (same content, parents and millisecond: the
+		// same ID) is in the graph before it is stored (early). Answered
+		// from the store, this send would be answered before the message
+		// is on disk, and for nothing if that store then fails. put
+		// stores it (or finds it stored) and waits for the disk; the
+		// graph then has it, whatever became of the other send.
+		e, added, err := n.put(ctx, m, via)
+		if err != nil {
+			return e, added, err
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if !s.graph.Has(m.ID) {
+			n.ingestLocked(ctx, s, n.accepted(ctx, s, m), nil)
+		}
+		return e, added, nil
 	}
 	if err != nil || !ok {
 		return store.Entry{}, false, err
