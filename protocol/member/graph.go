@@ -229,26 +229,31 @@ func (g *Graph) Forget(id protocol.ID) bool {
 	return ok
 }
 
-// LeaveOf returns p's leave if it is the deepest change in the graph
-// that names p (p left, and was not removed or let in again after), or
-// nil.
+// LeaveOf returns p's leave if it is the change in force that made p a
+// non-member: replaying the graph's control messages as Current does,
+// the last change naming p that was applied (not skipped) is p's own
+// leave. It is nil once p was let in again or removed after, and for a
+// leave skipped because p was removed concurrently before it.
 func (g *Graph) LeaveOf(p peer.ID) *protocol.Message {
-	var (
-		last  *protocol.Message
-		leave bool
-		depth = -1
-	)
-	for _, c := range g.ctl {
-		if c.m.Type != TypeMember || c.depth <= depth {
+	st := genesisState(g.genesis)
+	var last *protocol.Message
+	for _, c := range g.ordered(g.all) {
+		next, err := Authorize(st, c.m)
+		if err != nil {
+			continue // skipped, as resolve skips it
+		}
+		st = next
+		if c.m.Type != TypeMember {
 			continue
 		}
-		ch, target, err := ParseChange(c.m)
-		if err != nil || target != p {
-			continue
+		if _, target, err := ParseChange(c.m); err == nil && target == p {
+			last = c.m
 		}
-		last, leave, depth = c.m, ch.Op == OpLeave && c.m.Sender() == p, c.depth
 	}
-	if !leave {
+	if last == nil || last.Sender() != p {
+		return nil
+	}
+	if ch, _, err := ParseChange(last); err != nil || ch.Op != OpLeave {
 		return nil
 	}
 	return last
@@ -268,6 +273,19 @@ func (g *Graph) resolve(s *ctlSet) State {
 	if s.state != nil {
 		return *s.state
 	}
+	st := genesisState(g.genesis)
+	for _, c := range g.ordered(s) {
+		if next, err := Authorize(st, c.m); err == nil {
+			st = next
+		}
+	}
+	s.state = &st
+	return st
+}
+
+// ordered returns the control messages of s but the genesis in the order
+// resolve applies them: (depth, removals and leaves first, ID).
+func (g *Graph) ordered(s *ctlSet) []ctlMsg {
 	msgs := make([]ctlMsg, 0, len(s.ids))
 	for _, id := range s.ids {
 		if id != g.genesis.ID {
@@ -283,14 +301,7 @@ func (g *Graph) resolve(s *ctlSet) State {
 		}
 		return bytes.Compare(a.m.ID[:], b.m.ID[:])
 	})
-	st := genesisState(g.genesis)
-	for _, c := range msgs {
-		if next, err := Authorize(st, c.m); err == nil {
-			st = next
-		}
-	}
-	s.state = &st
-	return st
+	return msgs
 }
 
 // opRank orders concurrent changes of one depth: removals and leaves

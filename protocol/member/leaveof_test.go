@@ -7,9 +7,9 @@ import (
 	"github.com/weftmesh/weft/protocol"
 )
 
-// TestLeaveOf: a member's leave is found while it is the last change that
-// names the member; not once the member is let in again, nor for a member
-// removed, nor for one that never left.
+// TestLeaveOf: a member's leave is found while it is the change in force
+// that names the member; not once the member is let in again, nor for a
+// member removed, nor for one that never left.
 func TestLeaveOf(t *testing.T) {
 	a, b, c := newActor(t), newActor(t), newActor(t)
 	g := genesis(t, a)
@@ -50,8 +50,11 @@ func TestLeaveOf(t *testing.T) {
 	if got := gr.LeaveOf(c.id); got != nil {
 		t.Fatalf("LeaveOf(c), removed = %s, want none", got.ID)
 	}
-	change(c, Change{Op: OpLeave, Peer: c.id.String()}, joinC.ID) // concurrent with its removal, shallower
-	if got := gr.LeaveOf(c.id); got != nil {
-		t.Fatalf("LeaveOf(c), removed after a leave = %s, want none (the removal %s is deeper)", got.ID, rm.ID)
+	// Concurrent with its removal, shallower: applied first, so the
+	// removal (of a non-member by then) is skipped and the leave is the
+	// change in force.
+	leaveC := change(c, Change{Op: OpLeave, Peer: c.id.String()}, joinC.ID)
+	if got := gr.LeaveOf(c.id); got == nil || got.ID != leaveC.ID {
+		t.Fatalf("LeaveOf(c), a leave concurrent with its deeper removal %s = %v, want the leave %s (applied first; the removal is skipped)", rm.ID, got, leaveC.ID)
 	}
 }
