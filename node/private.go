@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -1114,6 +1115,13 @@ func (n *Node) presentedJoin(ctx context.Context, from peer.ID, wire []byte) err
 			return errorf(api.CodeNotMember, "only a leave of its sender may be presented")
 		}
 		_, added, err := n.ingestPrivate(ctx, s, m, "admit")
+		if err != nil && n.removedHere(s, from) {
+			// Removed here already: the leave changes nothing, and this
+			// node syncs no parents from a non-member. Answered as taken,
+			// so that the leaver stops presenting it and leaves.
+			n.log.Debug("private space: a presented leave of a peer removed here", "peer", from, "id", m.ID, "err", err)
+			return nil
+		}
 		if errors.Is(err, errUnknownParents) && s.current.Load().IsMember(from) {
 			// The leaver holds what its leave names (it sent or took in
 			// messages this node has not: gossip lost them, or this node
@@ -1168,6 +1176,22 @@ func (n *Node) presentedJoin(ctx context.Context, from peer.ID, wire []byte) err
 		n.log.Debug("publish presented join", "id", m.ID, "err", err)
 	}
 	return nil
+}
+
+// removedHere reports whether p is no member of s in this node's state
+// because a removal of p is the change in force against it.
+func (n *Node) removedHere(s *privSpace, p peer.ID) bool {
+	if s.current.Load().IsMember(p) {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	last := s.graph.LastChange(p)
+	if last == nil {
+		return false
+	}
+	c, _, err := member.ParseChange(last)
+	return err == nil && c.Op == member.OpRemove
 }
 
 // ErrorCode lets mesh/admit send an *Error's code.
@@ -1270,6 +1294,14 @@ func (n *Node) leavePrivate(ctx context.Context, sp Space) error {
 	self := n.mesh.ID()
 	st := s.current.Load()
 	wire := s.leave.Load() // a leave signed by an attempt no member confirmed
+	if wire != nil && n.leaveOverruled(s, st, *wire) {
+		// This node was removed meanwhile: its leave is not what made it
+		// a non-member. Members refuse it (its sender is no member) and do
+		// not sync with a non-member, so it would be presented for ever.
+		s.leave.Store(nil)
+		n.log.Info("private space: this node was removed while its leave was not confirmed; leaving locally", "space", sp.ID)
+		return nil
+	}
 	if wire == nil && (!st.IsMember(self) || st.Role(self) == member.Owner || s.removed.Load()) {
 		return nil
 	}
@@ -1317,6 +1349,23 @@ func (n *Node) leavePrivate(ctx context.Context, sp Space) error {
 	}
 	s.leave.Store(nil)
 	return nil
+}
+
+// leaveOverruled reports whether wire, this node's pending leave of s, is
+// not the change in force against it: the node was told of its removal,
+// or its graph applies a removal (or any change but wire) to it last.
+func (n *Node) leaveOverruled(s *privSpace, st *member.State, wire []byte) bool {
+	if s.removed.Load() {
+		return true
+	}
+	self := n.mesh.ID()
+	if st.IsMember(self) {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	lo := s.graph.LeaveOf(self)
+	return lo == nil || !bytes.Equal(lo.Wire(), wire)
 }
 
 // A leave no member confirmed is presented again in the background (see

@@ -230,11 +230,24 @@ func (g *Graph) Forget(id protocol.ID) bool {
 }
 
 // LeaveOf returns p's leave if it is the change in force that made p a
-// non-member: replaying the graph's control messages as Current does,
-// the last change naming p that was applied (not skipped) is p's own
-// leave. It is nil once p was let in again or removed after, and for a
-// leave skipped because p was removed concurrently before it.
+// non-member (see LastChange): nil once p was let in again or removed
+// after, and for a leave skipped because p was removed concurrently
+// before it.
 func (g *Graph) LeaveOf(p peer.ID) *protocol.Message {
+	last := g.LastChange(p)
+	if last == nil || last.Sender() != p {
+		return nil
+	}
+	if ch, _, err := ParseChange(last); err != nil || ch.Op != OpLeave {
+		return nil
+	}
+	return last
+}
+
+// LastChange returns the last membership change naming p that the
+// resolution applies (replaying the graph's control messages as Current
+// does, skipping what Authorize refuses), or nil if none names p.
+func (g *Graph) LastChange(p peer.ID) *protocol.Message {
 	st := genesisState(g.genesis)
 	var last *protocol.Message
 	for _, c := range g.ordered(g.all) {
@@ -249,12 +262,6 @@ func (g *Graph) LeaveOf(p peer.ID) *protocol.Message {
 		if _, target, err := ParseChange(c.m); err == nil && target == p {
 			last = c.m
 		}
-	}
-	if last == nil || last.Sender() != p {
-		return nil
-	}
-	if ch, _, err := ParseChange(last); err != nil || ch.Op != OpLeave {
-		return nil
 	}
 	return last
 }
