@@ -99,6 +99,9 @@ type privSpace struct {
 	// finishing: a loop presents an unconfirmed leave again
 	// (finishLeaveLater).
 	finishing atomic.Bool
+	// leaveSyncs bounds the syncs presented leaves make this node start
+	// (see presentedJoin).
+	leaveSyncs leaveSyncs
 	// contacts are the members a joiner met through its invite: taken
 	// part with before this node has the history that makes them members.
 	contacts sync.Map // peer.ID → true
@@ -1122,13 +1125,15 @@ func (n *Node) presentedJoin(ctx context.Context, from peer.ID, wire []byte) err
 			n.log.Debug("private space: a presented leave of a peer removed here", "peer", from, "id", m.ID, "err", err)
 			return nil
 		}
-		if errors.Is(err, errUnknownParents) && s.current.Load().IsMember(from) {
+		if errors.Is(err, errUnknownParents) && s.current.Load().IsMember(from) && s.leaveSyncs.begin(from, time.Now()) {
 			// The leaver holds what its leave names (it sent or took in
 			// messages this node has not: gossip lost them, or this node
 			// refused them then): fetch them from it, then decide again.
 			// Otherwise the leave waits for a sync that may not come, and
 			// the leaver stays in the space.
-			if _, serr := n.mesh.Sync(ctx, from, m.Space); serr != nil {
+			_, serr := n.mesh.Sync(ctx, from, m.Space)
+			s.leaveSyncs.end(from, time.Now())
+			if serr != nil {
 				n.log.Debug("private space: sync the parents of a presented leave", "peer", from, "err", serr)
 			}
 			_, added, err = n.ingestPrivate(ctx, s, m, "admit")
@@ -1176,6 +1181,61 @@ func (n *Node) presentedJoin(ctx context.Context, from peer.ID, wire []byte) err
 		n.log.Debug("publish presented join", "id", m.ID, "err", err)
 	}
 	return nil
+}
+
+// leaveSyncEvery is the least time between two syncs a member's presented
+// leaves make this node start with that member.
+const leaveSyncEvery = 10 * time.Second
+
+// leaveSyncs bounds the syncs of a leave's parents (presentedJoin) that
+// this node starts, the initiator, which the answering side's limit per
+// peer (mesh/reconcile) does not cover: a member presenting leaves that
+// name parents that do not exist would otherwise make it sync on demand.
+// One at a time per peer, and one per leaveSyncEvery; beyond, the leave is
+// refused (parents unknown) and its sender presents it again later.
+type leaveSyncs struct {
+	mu  sync.Mutex
+	per map[peer.ID]leaveSync
+}
+
+type leaveSync struct {
+	busy bool
+	last time.Time // when the last one started or ended
+}
+
+// maxLeaveSyncPeers bounds the peers leaveSyncs remembers.
+const maxLeaveSyncPeers = 1024
+
+// begin reports whether a leave of p may make this node sync with p now,
+// and if so records it as running.
+func (l *leaveSyncs) begin(p peer.ID, now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if e, ok := l.per[p]; ok && (e.busy || now.Sub(e.last) < leaveSyncEvery) {
+		return false
+	}
+	if l.per == nil {
+		l.per = make(map[peer.ID]leaveSync)
+	}
+	if len(l.per) >= maxLeaveSyncPeers {
+		for q, e := range l.per {
+			if !e.busy && now.Sub(e.last) >= leaveSyncEvery {
+				delete(l.per, q)
+			}
+		}
+		if len(l.per) >= maxLeaveSyncPeers {
+			return false
+		}
+	}
+	l.per[p] = leaveSync{busy: true, last: now}
+	return true
+}
+
+// end records the end of p's sync begun by begin.
+func (l *leaveSyncs) end(p peer.ID, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.per[p] = leaveSync{last: now}
 }
 
 // removedHere reports whether p is no member of s in this node's state
