@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"github.com/weftmesh/weft/protocol"
 	"github.com/weftmesh/weft/protocol/api"
 	"github.com/weftmesh/weft/protocol/member"
+	"github.com/weftmesh/weft/store"
 )
 
 // Sealed spaces (protocol/member, PRIVATE.md "Sealed spaces"): a private
@@ -430,8 +432,8 @@ func (n *Node) rotateNow(ctx context.Context, space protocol.ID, s *privSpace) e
 	}
 	st := s.current.Load()
 	gone := s.exposed(st)
-	if gone == "" || rotateRank(st, n.mesh.ID()) < 0 {
-		return nil // rotated meanwhile, or this node is no admin now
+	if gone == "" || rotateRank(st, n.mesh.ID()) < 0 || !n.joined(space) {
+		return nil // rotated meanwhile, this node is no admin now, or it left
 	}
 	ks, err := n.rekey(space, s, *st, "")
 	if err != nil {
@@ -488,7 +490,14 @@ func (n *Node) rotateLater(space protocol.ID, s *privSpace) {
 // may rotate it.
 func (n *Node) mayRotate(s *privSpace) bool {
 	st := s.current.Load()
-	return s.sealed() && rotateRank(st, n.mesh.ID()) >= 0 && s.exposed(st) != ""
+	return s.sealed() && rotateRank(st, n.mesh.ID()) >= 0 && s.exposed(st) != "" && n.joined(s.graph.Space())
+}
+
+// joined reports whether this node is still in space (weft leave leaves a
+// private space locally: n.private keeps it, the store does not).
+func (n *Node) joined(space protocol.ID) bool {
+	_, err := n.store.Space(space)
+	return !errors.Is(err, store.ErrNotFound)
 }
 
 // retryRotation tries a failed rotation of s again (see rotateRetryFirst).
