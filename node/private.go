@@ -385,6 +385,15 @@ func (n *Node) ingestPrivate(ctx context.Context, s *privSpace, m *protocol.Mess
 	defer s.mu.Unlock()
 	delete(s.storing, m.ID)
 	if err != nil {
+		if has, herr := n.store.Has(m.ID); herr == nil && has {
+			// Stored all the same (its sync failed after the commit, or
+			// another path stored it): a head of the store, which the
+			// graph must have, or every send after would name its
+			// parents (parentsFor) and be refused. The send still fails:
+			// it is not known to be on disk.
+			n.ingestLocked(ctx, s, n.accepted(ctx, s, m), nil)
+			return e, added, err
+		}
 		if early(m, via) {
 			s.graph.Forget(m.ID)
 		}

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"encoding/json"
 	"sync"
 	"testing"
@@ -78,5 +79,43 @@ func TestPrivateSameSendTwice(t *testing.T) {
 	}
 	if zero > 0 {
 		t.Errorf("%d concurrent identical sends answered with no cursor (answered before stored)", zero)
+	}
+}
+
+// TestPrivateFailedSendStoredKept: a send whose store call fails although
+// the message is stored (the fsync failed after the commit, or a concurrent
+// send of the same message stored it; here its context ends after another
+// path stored it) keeps the message in the graph: it is a head of the
+// store, and a graph without it made every later send name its parents
+// and fail (CodeUnavailable) until a restart.
+func TestPrivateFailedSendStoredKept(t *testing.T) {
+	ctx := t.Context()
+	a := privNode(t, "", nil, nil)
+	sp, err := a.CreatePrivate(ctx, "kept", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := a.private.get(sp.ID)
+	d, err := a.draft(sp.ID, Post{Content: json.RawMessage(`{"text":"stored"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := a.signer.Sign(d, a.cfg.Limits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := a.store.Put(ctx, storeMessage(m)); err != nil {
+		t.Fatal(err)
+	}
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, _, err := a.ingestPrivate(done, s, m, "api"); err == nil {
+		t.Fatal("the send with its context ended succeeded: the test needs its store call to fail")
+	}
+	if !s.has(m.ID) {
+		t.Errorf("%s is stored (a head of the store) but the graph forgot it", m.ID)
+	}
+	if _, err := a.Send(ctx, sp.ID, Post{Content: json.RawMessage(`{"text":"next"}`)}); err != nil {
+		t.Errorf("the send after: %v", err)
 	}
 }
