@@ -261,20 +261,32 @@ func (n *Node) genesisKeys(space protocol.ID) (*member.KeyShares, error) {
 }
 
 // rekey makes the next epoch's key of s, wrapped to every member of st
-// but the one removed: a removal carries it.
+// but the one removed (and those that can be given no key: logged): a
+// removal carries it.
 func (n *Node) rekey(sp protocol.ID, s *privSpace, st member.State, removed peer.ID) (*member.KeyShares, error) {
 	k, err := member.NewKey()
 	if err != nil {
 		return nil, err
 	}
-	var to []peer.ID
+	ks := member.KeyShares{Epoch: s.keys.next()}
 	for _, e := range st.Members() {
-		if e.Peer != removed {
-			to = append(to, e.Peer)
+		if e.Peer == removed {
+			continue
 		}
+		sh, err := member.Wrap(e.Peer, sp, ks.Epoch, k)
+		if err != nil {
+			if e.Peer == n.mesh.ID() {
+				return nil, err
+			}
+			// A member whose peer ID holds no Ed25519 key (an admin may
+			// add any peer ID) can be given no key: it reads nothing
+			// sealed, and must not stop every rotation for the others.
+			n.log.Warn("sealed space: a member can be given no key", "space", sp, "peer", e.Peer, "err", err)
+			continue
+		}
+		ks.Shares = append(ks.Shares, sh)
 	}
-	ks, err := member.WrapAll(to, sp, s.keys.next(), k)
-	return &ks, err
+	return &ks, nil
 }
 
 // inviteKey is what an invite to sealed space s carries: the current
