@@ -27,6 +27,10 @@ type Graph struct {
 	sets    map[string]*ctlSet
 	ctl     map[protocol.ID]ctlMsg
 	all     *ctlSet // every control message in the graph
+	// lastOf is, for all (lastFor), each peer's last membership change
+	// the resolution applies (see LastChange), computed once per set.
+	lastFor *ctlSet
+	lastOf  map[peer.ID]*protocol.Message
 }
 
 type gnode struct {
@@ -246,24 +250,28 @@ func (g *Graph) LeaveOf(p peer.ID) *protocol.Message {
 
 // LastChange returns the last membership change naming p that the
 // resolution applies (replaying the graph's control messages as Current
-// does, skipping what Authorize refuses), or nil if none names p.
+// does, skipping what Authorize refuses), or nil if none names p. The
+// replay is done once per set of control messages, for every peer.
 func (g *Graph) LastChange(p peer.ID) *protocol.Message {
-	st := genesisState(g.genesis)
-	var last *protocol.Message
-	for _, c := range g.ordered(g.all) {
-		next, err := Authorize(st, c.m)
-		if err != nil {
-			continue // skipped, as resolve skips it
+	if g.lastFor != g.all {
+		st := genesisState(g.genesis)
+		last := make(map[peer.ID]*protocol.Message)
+		for _, c := range g.ordered(g.all) {
+			next, err := Authorize(st, c.m)
+			if err != nil {
+				continue // skipped, as resolve skips it
+			}
+			st = next
+			if c.m.Type != TypeMember {
+				continue
+			}
+			if _, target, err := ParseChange(c.m); err == nil {
+				last[target] = c.m
+			}
 		}
-		st = next
-		if c.m.Type != TypeMember {
-			continue
-		}
-		if _, target, err := ParseChange(c.m); err == nil && target == p {
-			last = c.m
-		}
+		g.lastFor, g.lastOf = g.all, last
 	}
-	return last
+	return g.lastOf[p]
 }
 
 // Current returns the state of every control message in the graph: the
