@@ -156,12 +156,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err := n.recountInbox(ctx); err != nil {
 		return nil, fmt.Errorf("count the inbox: %w", err)
 	}
-	for _, s := range n.private.all() {
-		if s.sealed() {
-			// A member may have left while this node, an admin, was down.
-			n.rotateLater(s.graph.Space(), s)
-		}
-	}
+	n.resumePrivate()
 	n.spawn(func() { n.reconnectKnownPeers(n.bg) })
 	n.spawn(func() { n.outbox.Run(n.bg) })
 	return n, nil

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -93,6 +94,14 @@ type privSpace struct {
 	// rotating serialises this node's key rotations of a sealed space, so
 	// that changes taken in together make one new epoch (sealed.go).
 	rotating sync.Mutex
+	// retrying: a loop tries a failed rotation again (retryRotation).
+	retrying atomic.Bool
+	// finishing: a loop presents an unconfirmed leave again
+	// (finishLeaveLater).
+	finishing atomic.Bool
+	// leaveSyncs bounds the syncs presented leaves make this node start
+	// (see presentedJoin).
+	leaveSyncs leaveSyncs
 	// contacts are the members a joiner met through its invite: taken
 	// part with before this node has the history that makes them members.
 	contacts sync.Map // peer.ID → true
@@ -250,8 +259,46 @@ func (n *Node) loadPrivate(sp store.Space) error {
 	}
 	st := s.graph.Current()
 	s.current.Store(&st)
+	n.restoreLeave(s, &st)
 	n.private.set(s)
 	return nil
+}
+
+// restoreLeave finds, at start, this node's leave of s that no member had
+// confirmed when it stopped: the space is still joined (a confirmed leave
+// leaves it), and this node's own graph says it left. It is kept as
+// leavePrivate keeps it, so that the node stays in the space, serving the
+// leave to the members' sync, and the next leave presents that same one;
+// held in memory only, it was lost at a restart, after which a leave
+// left locally, unannounced, and the members kept counting this node.
+func (n *Node) restoreLeave(s *privSpace, st *member.State) {
+	self, err := peer.IDFromPrivateKey(n.key) // before the mesh starts
+	if err != nil || st.IsMember(self) {
+		return
+	}
+	m := s.graph.LeaveOf(self)
+	if m == nil {
+		return // removed, or never a member
+	}
+	w := m.Wire()
+	s.leave.Store(&w)
+	s.gone.Store(true)
+	n.log.Info("private space: this node's leave is not confirmed yet; it stays until a member takes it", "space", s.graph.Space(), "leave", m.ID)
+}
+
+// resumePrivate starts, once the node has started, what its private
+// spaces left undone when it stopped: a sealed space's rotation (a member
+// may have left while this node, an admin, was down), a leave no member
+// had confirmed (restoreLeave).
+func (n *Node) resumePrivate() {
+	for _, s := range n.private.all() {
+		if s.sealed() {
+			n.rotateLater(s.graph.Space(), s)
+		}
+		if s.leave.Load() != nil {
+			n.finishLeaveLater(s)
+		}
+	}
 }
 
 // unusable reports whether sp is a private space whose membership could
@@ -309,7 +356,26 @@ func (s *privSpace) check(m *protocol.Message) ([]protocol.ID, error) {
 func (n *Node) ingestPrivate(ctx context.Context, s *privSpace, m *protocol.Message, via string) (store.Entry, bool, error) {
 	ok, err := n.decidePrivate(s, m, via)
 	if errors.Is(err, errHas) {
-		return n.stored(m.ID)
+		if relayed(via) {
+			return n.stored(m.ID)
+		}
+		// In the graph, but maybe not stored yet: an agent's send of the
+		// very same message (same content, parents and millisecond: the
+		// same ID) is in the graph before it is stored (early). Answered
+		// from the store, this send would be answered before the message
+		// is on disk, and for nothing if that store then fails. put
+		// stores it (or finds it stored) and waits for the disk; the
+		// graph then has it, whatever became of the other send.
+		e, added, err := n.put(ctx, m, via)
+		if err != nil {
+			return e, added, err
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if !s.graph.Has(m.ID) {
+			n.ingestLocked(ctx, s, n.accepted(ctx, s, m), nil)
+		}
+		return e, added, nil
 	}
 	if err != nil || !ok {
 		return store.Entry{}, false, err
@@ -319,6 +385,18 @@ func (n *Node) ingestPrivate(ctx context.Context, s *privSpace, m *protocol.Mess
 	defer s.mu.Unlock()
 	delete(s.storing, m.ID)
 	if err != nil {
+		if has, herr := n.store.Has(m.ID); herr == nil && has {
+			// Stored all the same (its sync failed after the commit, or
+			// another path stored it): a head of the store, which the
+			// graph must have, or every send after would name its
+			// parents (parentsFor) and be refused. The send still fails:
+			// it is not known to be on disk.
+			n.ingestLocked(ctx, s, n.accepted(ctx, s, m), nil)
+			return e, added, err
+		}
+		if early(m, via) {
+			s.graph.Forget(m.ID)
+		}
 		return e, added, err
 	}
 	// The messages held for m, as a sync exchange's (logged, not
@@ -543,6 +621,10 @@ func (s *privSpace) parentsFor(heads []protocol.ID) []protocol.ID {
 // errHas is decidePrivate's answer for a message already in the graph.
 var errHas = errors.New("already held")
 
+// errUnknownParents is the cause of decidePrivate's refusal of a
+// presented message whose parents this node lacks.
+var errUnknownParents = errors.New("parents unknown")
+
 // decidePrivate checks m under s.mu: true accepts it (to be stored), an
 // error refuses it (errHas: it is in the graph already), false and no
 // error holds it for its parents.
@@ -563,7 +645,7 @@ func (n *Node) decidePrivate(s *privSpace, m *protocol.Message, via string) (boo
 	if len(missing) > 0 {
 		switch via {
 		case "admit":
-			return false, errorf(api.CodeNotMember, "private space %s: the presented message's parents are unknown here", m.Space)
+			return false, &Error{Code: api.CodeNotMember, Msg: fmt.Sprintf("private space %s: the presented message's parents are unknown here", m.Space), Err: errUnknownParents}
 		case "api":
 			// Held, it would be answered before it is stored. Its parents
 			// come from the store's heads (see parentsFor), so this is a
@@ -573,8 +655,31 @@ func (n *Node) decidePrivate(s *privSpace, m *protocol.Message, via string) (boo
 		s.hold(m, missing)
 		return false, nil
 	}
+	if early(m, via) {
+		// In the graph before it is stored (forgotten if the store fails),
+		// so that it is never a head of the store the graph lacks: a
+		// send drafted meanwhile would name that head's parents instead
+		// (parentsFor), leaving it a head, and with several agents sending
+		// at once a private space's messages named 25 parents each where an
+		// open space's name 4: three times the bytes to store, send, sync,
+		// check and read.
+		if err := s.graph.Add(m); err != nil {
+			return false, err
+		}
+		return true, nil
+	}
 	s.storing[m.ID] = m.Prev
 	return true, nil
+}
+
+// early reports whether ingestPrivate adds m to the graph when it accepts
+// it, before it is stored: an ordinary message this node's agents send.
+// No other message of the space can name it before it is stored (it is
+// published after), and the graph can forget it again. A control or key
+// message changes what is decided after it (and cannot be forgotten): it
+// is added once stored (see storing).
+func early(m *protocol.Message, via string) bool {
+	return via == "api" && !member.IsControl(m) && m.Type != member.TypeKey
 }
 
 // release returns the messages held for id, which are no longer held (to
@@ -1022,6 +1127,27 @@ func (n *Node) presentedJoin(ctx context.Context, from peer.ID, wire []byte) err
 			return errorf(api.CodeNotMember, "only a leave of its sender may be presented")
 		}
 		_, added, err := n.ingestPrivate(ctx, s, m, "admit")
+		if err != nil && n.removedHere(s, from) {
+			// Removed here already: the leave changes nothing, and this
+			// node syncs no parents from a non-member. Answered as taken,
+			// so that the leaver stops presenting it and leaves.
+			n.log.Debug("private space: a presented leave of a peer removed here", "peer", from, "id", m.ID, "err", err)
+			return nil
+		}
+		if errors.Is(err, errUnknownParents) && s.current.Load().IsMember(from) && s.leaveSyncs.begin(from, time.Now()) {
+			// The leaver holds what its leave names (it sent or took in
+			// messages this node has not: gossip lost them, or this node
+			// refused them then): fetch them from it, then decide again.
+			// Otherwise the leave waits for a sync that may not come, and
+			// the leaver stays in the space.
+			_, serr := n.mesh.Sync(ctx, from, m.Space)
+			s.leaveSyncs.end(from, time.Now())
+			if serr != nil {
+				n.log.Debug("private space: sync the parents of a presented leave", "peer", from, "err", serr)
+			}
+			_, added, err = n.ingestPrivate(ctx, s, m, "admit")
+			added = added || (err == nil && s.has(m.ID)) // sync took it in: spread it
+		}
 		if err != nil || !added {
 			return err // a leave held already is not spread again
 		}
@@ -1033,7 +1159,9 @@ func (n *Node) presentedJoin(ctx context.Context, from peer.ID, wire []byte) err
 	if c.Op != member.OpJoin {
 		return errorf(api.CodeNotMember, "only a join or a leave of its sender, or the removal of this node, may be presented")
 	}
-	if s.out() {
+	if s.out() || !s.current.Load().IsMember(n.mesh.ID()) {
+		// Removed, or left (also while no member has its leave yet): its
+		// copy of the space is not the members' any more.
 		return errorf(api.CodeNotMember, "this node is no longer a member of space %s: present the join to another member", m.Space)
 	}
 	// The invite must also be live by this node's clock, not only by the
@@ -1062,6 +1190,77 @@ func (n *Node) presentedJoin(ctx context.Context, from peer.ID, wire []byte) err
 		n.log.Debug("publish presented join", "id", m.ID, "err", err)
 	}
 	return nil
+}
+
+// leaveSyncEvery is the least time between two syncs a member's presented
+// leaves make this node start with that member.
+const leaveSyncEvery = 10 * time.Second
+
+// leaveSyncs bounds the syncs of a leave's parents (presentedJoin) that
+// this node starts, the initiator, which the answering side's limit per
+// peer (mesh/reconcile) does not cover: a member presenting leaves that
+// name parents that do not exist would otherwise make it sync on demand.
+// One at a time per peer, and one per leaveSyncEvery; beyond, the leave is
+// refused (parents unknown) and its sender presents it again later.
+type leaveSyncs struct {
+	mu  sync.Mutex
+	per map[peer.ID]leaveSync
+}
+
+type leaveSync struct {
+	busy bool
+	last time.Time // when the last one started or ended
+}
+
+// maxLeaveSyncPeers bounds the peers leaveSyncs remembers.
+const maxLeaveSyncPeers = 1024
+
+// begin reports whether a leave of p may make this node sync with p now,
+// and if so records it as running.
+func (l *leaveSyncs) begin(p peer.ID, now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if e, ok := l.per[p]; ok && (e.busy || now.Sub(e.last) < leaveSyncEvery) {
+		return false
+	}
+	if l.per == nil {
+		l.per = make(map[peer.ID]leaveSync)
+	}
+	if len(l.per) >= maxLeaveSyncPeers {
+		for q, e := range l.per {
+			if !e.busy && now.Sub(e.last) >= leaveSyncEvery {
+				delete(l.per, q)
+			}
+		}
+		if len(l.per) >= maxLeaveSyncPeers {
+			return false
+		}
+	}
+	l.per[p] = leaveSync{busy: true, last: now}
+	return true
+}
+
+// end records the end of p's sync begun by begin.
+func (l *leaveSyncs) end(p peer.ID, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.per[p] = leaveSync{last: now}
+}
+
+// removedHere reports whether p is no member of s in this node's state
+// because a removal of p is the change in force against it.
+func (n *Node) removedHere(s *privSpace, p peer.ID) bool {
+	if s.current.Load().IsMember(p) {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	last := s.graph.LastChange(p)
+	if last == nil {
+		return false
+	}
+	c, _, err := member.ParseChange(last)
+	return err == nil && c.Op == member.OpRemove
 }
 
 // ErrorCode lets mesh/admit send an *Error's code.
@@ -1164,17 +1363,27 @@ func (n *Node) leavePrivate(ctx context.Context, sp Space) error {
 	self := n.mesh.ID()
 	st := s.current.Load()
 	wire := s.leave.Load() // a leave signed by an attempt no member confirmed
+	if wire != nil && n.leaveOverruled(s, st, *wire) {
+		// This node was removed meanwhile: its leave is not what made it
+		// a non-member. Members refuse it (its sender is no member) and do
+		// not sync with a non-member, so it would be presented for ever.
+		s.leave.Store(nil)
+		n.log.Info("private space: this node was removed while its leave was not confirmed; leaving locally", "space", sp.ID)
+		return nil
+	}
 	if wire == nil && (!st.IsMember(self) || st.Role(self) == member.Owner || s.removed.Load()) {
 		return nil
 	}
-	var reach []peer.ID
-	for _, e := range st.Members() {
-		if e.Peer != self && n.mesh.Host().Network().Connectedness(e.Peer) == network.Connected {
-			reach = append(reach, e.Peer)
-		}
+	reach := n.connectedMembers(st)
+	if len(reach) == 0 {
+		// A member that took in the leave some other way (sync) has closed
+		// this node's connections: dial the members it knows the
+		// addresses of.
+		n.dialMembers(ctx, st)
+		reach = n.connectedMembers(st)
 	}
 	if len(reach) == 0 {
-		return errorf(api.CodeUnreachable, "no other member of %s is connected to hear this node leave: connect to one (weft connect), then leave", sp.Name)
+		return errorf(api.CodeUnreachable, "no other member of %s is connected or could be dialled to hear this node leave: connect to one (weft connect), then leave", sp.Name)
 	}
 	if wire == nil {
 		m, err := n.change(ctx, sp.ID.String(), member.Change{Op: member.OpLeave, Peer: self.String()})
@@ -1204,10 +1413,123 @@ func (n *Node) leavePrivate(ctx context.Context, sp Space) error {
 	if heard.Load() == 0 {
 		// A member lacking one of the leave's parents refuses it until
 		// sync brings them, and sync needs this node in the space.
-		return errorf(api.CodeUnreachable, "no member of %s confirmed this node's leave (%d tried): the leave is signed and the node stays in the space, so that sync brings it to them; run weft leave again to finish", sp.Name, len(reach))
+		n.finishLeaveLater(s)
+		return errorf(api.CodeUnreachable, "no member of %s confirmed this node's leave (%d tried): the leave is signed and the node stays in the space until one does, presenting it again in the background (weft leave again tries at once)", sp.Name, len(reach))
 	}
 	s.leave.Store(nil)
 	return nil
+}
+
+// leaveOverruled reports whether wire, this node's pending leave of s, is
+// not the change in force against it: the node was told of its removal,
+// or its graph applies a removal (or any change but wire) to it last.
+func (n *Node) leaveOverruled(s *privSpace, st *member.State, wire []byte) bool {
+	if s.removed.Load() {
+		return true
+	}
+	self := n.mesh.ID()
+	if st.IsMember(self) {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	lo := s.graph.LeaveOf(self)
+	return lo == nil || !bytes.Equal(lo.Wire(), wire)
+}
+
+// A leave no member confirmed is presented again in the background (see
+// finishLeaveLater) after leaveRetryFirst, then after twice the last wait,
+// up to leaveRetryMax.
+const (
+	leaveRetryFirst = 2 * time.Second
+	leaveRetryMax   = time.Minute
+)
+
+// finishLeaveLater leaves private space s, whose leave no member has
+// confirmed, once one does: it presents the same signed leave again
+// (Leave, as weft leave does), waiting longer each time, until a member
+// takes it, the leave is confirmed or the space left otherwise (weft leave
+// again), or the node stops. One loop per space (s.finishing).
+func (n *Node) finishLeaveLater(s *privSpace) {
+	if !s.finishing.CompareAndSwap(false, true) {
+		return
+	}
+	space := s.graph.Space() // set once, at NewGraph
+	started := n.spawn(func() {
+		defer s.finishing.Store(false)
+		wait := leaveRetryFirst
+		for {
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-n.bg.Done():
+				t.Stop()
+				return
+			}
+			if s.leave.Load() == nil {
+				return // confirmed by a leave run meanwhile
+			}
+			ctx, cancel := context.WithTimeout(n.bg, admit.Timeout+leaveDialWait)
+			err := n.Leave(ctx, space.String())
+			cancel()
+			var e *Error
+			switch {
+			case err == nil:
+				n.log.Info("private space: a member took this node's leave; left", "space", space)
+				return
+			case errors.As(err, &e) && e.Code == api.CodeUnknownSpace, n.bg.Err() != nil:
+				return
+			}
+			n.log.Debug("private space: the leave is still not confirmed", "space", space, "err", err, "next", wait)
+			wait = min(2*wait, leaveRetryMax)
+		}
+	})
+	if !started {
+		s.finishing.Store(false)
+	}
+}
+
+// connectedMembers returns the members of st this node is connected to,
+// itself left out.
+func (n *Node) connectedMembers(st *member.State) []peer.ID {
+	var out []peer.ID
+	for _, e := range st.Members() {
+		if e.Peer != n.mesh.ID() && n.mesh.Host().Network().Connectedness(e.Peer) == network.Connected {
+			out = append(out, e.Peer)
+		}
+	}
+	return out
+}
+
+// maxLeaveDials bounds the members leavePrivate dials, and how many at
+// once; leaveDialWait bounds each dial.
+const (
+	maxLeaveDials = 16
+	leaveDialWait = 5 * time.Second
+)
+
+// dialMembers dials members of st (at most maxLeaveDials) at the addresses
+// this node knows of them.
+func (n *Node) dialMembers(ctx context.Context, st *member.State) {
+	var wg sync.WaitGroup
+	dialled := 0
+	for _, e := range st.Members() {
+		if e.Peer == n.mesh.ID() || len(n.mesh.Host().Peerstore().Addrs(e.Peer)) == 0 {
+			continue
+		}
+		if dialled++; dialled > maxLeaveDials {
+			break
+		}
+		p := e.Peer
+		wg.Go(func() {
+			cctx, cancel := context.WithTimeout(ctx, leaveDialWait)
+			defer cancel()
+			if err := n.mesh.Host().Connect(cctx, peer.AddrInfo{ID: p}); err != nil {
+				n.log.Debug("private space: dial a member to hear a leave", "peer", p, "err", err)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // tellRemovedTries bounds the attempts to tell a removed member of its

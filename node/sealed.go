@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"github.com/weftmesh/weft/protocol"
 	"github.com/weftmesh/weft/protocol/api"
 	"github.com/weftmesh/weft/protocol/member"
+	"github.com/weftmesh/weft/store"
 )
 
 // Sealed spaces (protocol/member, PRIVATE.md "Sealed spaces"): a private
@@ -125,8 +127,8 @@ func (s *privSpace) sealed() bool { return s != nil && s.genesis.Sealed }
 // a removal's rekey or a key message; the key of the invite this node
 // joined by. It notes who was given which epoch.
 func (n *Node) learnKeys(s *privSpace, m *protocol.Message) {
-	if !s.sealed() {
-		return
+	if !s.sealed() || (m.Type != member.TypeGenesis && m.Type != member.TypeMember && m.Type != member.TypeKey) {
+		return // an ordinary message carries no key
 	}
 	self, err := peer.IDFromPrivateKey(n.key) // also before the mesh starts (loadPrivate)
 	if err != nil {
@@ -259,20 +261,32 @@ func (n *Node) genesisKeys(space protocol.ID) (*member.KeyShares, error) {
 }
 
 // rekey makes the next epoch's key of s, wrapped to every member of st
-// but the one removed: a removal carries it.
+// but the one removed (and those that can be given no key: logged): a
+// removal carries it.
 func (n *Node) rekey(sp protocol.ID, s *privSpace, st member.State, removed peer.ID) (*member.KeyShares, error) {
 	k, err := member.NewKey()
 	if err != nil {
 		return nil, err
 	}
-	var to []peer.ID
+	ks := member.KeyShares{Epoch: s.keys.next()}
 	for _, e := range st.Members() {
-		if e.Peer != removed {
-			to = append(to, e.Peer)
+		if e.Peer == removed {
+			continue
 		}
+		sh, err := member.Wrap(e.Peer, sp, ks.Epoch, k)
+		if err != nil {
+			if e.Peer == n.mesh.ID() {
+				return nil, err
+			}
+			// A member whose peer ID holds no Ed25519 key (an admin may
+			// add any peer ID) can be given no key: it reads nothing
+			// sealed, and must not stop every rotation for the others.
+			n.log.Warn("sealed space: a member can be given no key", "space", sp, "peer", e.Peer, "err", err)
+			continue
+		}
+		ks.Shares = append(ks.Shares, sh)
 	}
-	ks, err := member.WrapAll(to, sp, s.keys.next(), k)
-	return &ks, err
+	return &ks, nil
 }
 
 // inviteKey is what an invite to sealed space s carries: the current
@@ -397,13 +411,15 @@ func rotateRank(st *member.State, self peer.ID) int {
 // may (an admin or the owner): a key message wraps the next epoch to
 // every member, and from then on members send in it. The admins wait
 // their turn (rotateStagger) and look again first, so one of them usually
-// does it. It runs on its own goroutine (Send takes s.mu).
-func (n *Node) rotateIfExposed(ctx context.Context, space protocol.ID, s *privSpace) {
+// does it. It runs on its own goroutine (Send takes s.mu). It returns an
+// error only for an attempt that failed (rotateLater tries again), nil
+// when it rotated or had nothing to do.
+func (n *Node) rotateIfExposed(ctx context.Context, space protocol.ID, s *privSpace) error {
 	self := n.mesh.ID()
 	st := s.current.Load()
 	rank := rotateRank(st, self)
 	if !s.sealed() || rank < 0 || s.exposed(st) == "" {
-		return
+		return nil
 	}
 	if wait := rotateWait(rank); wait > 0 {
 		t := time.NewTimer(wait)
@@ -411,33 +427,42 @@ func (n *Node) rotateIfExposed(ctx context.Context, space protocol.ID, s *privSp
 		select {
 		case <-t.C:
 		case <-ctx.Done():
-			return
+			return ctx.Err()
 		}
 	}
+	return n.rotateNow(ctx, space, s)
+}
+
+// rotateNow is rotateIfExposed once this node's turn has come.
+func (n *Node) rotateNow(ctx context.Context, space protocol.ID, s *privSpace) error {
 	// One rotation at a time: one that waited here finds the epoch the
 	// last one made, and nothing left to do.
 	s.rotating.Lock()
 	defer s.rotating.Unlock()
-	st = s.current.Load()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	st := s.current.Load()
 	gone := s.exposed(st)
-	if gone == "" || rotateRank(st, self) < 0 || ctx.Err() != nil {
-		return // rotated meanwhile, or this node is no admin now, or it stops
+	if gone == "" || rotateRank(st, n.mesh.ID()) < 0 || !n.joined(space) {
+		return nil // rotated meanwhile, this node is no admin now, or it left
 	}
 	ks, err := n.rekey(space, s, *st, "")
 	if err != nil {
 		n.log.Warn("sealed space: rotate the key", "space", space, "err", err)
-		return
+		return err
 	}
 	content, err := json.Marshal(member.KeyMessage{Keys: []member.KeyShares{*ks}})
 	if err != nil {
-		return
+		return err
 	}
 	// Send takes the key message in (learnKeys) before it returns.
 	if _, err := n.Send(ctx, space, Post{Type: member.TypeKey, Content: content}); err != nil {
-		n.log.Warn("sealed space: rotate the key", "space", space, "err", err)
-		return
+		n.log.Warn("sealed space: rotate the key", "space", space, "former_member", gone, "err", err)
+		return err
 	}
 	n.log.Info("sealed space: key rotated", "space", space, "epoch", ks.Epoch, "former_member", gone)
+	return nil
 }
 
 // maxRotateTurns bounds the turns an admin waits (rotateStagger each):
@@ -449,12 +474,78 @@ func rotateWait(rank int) time.Duration {
 	return time.Duration(min(rank, maxRotateTurns)) * rotateStagger
 }
 
+// A rotation that failed (no key made, a store error, the space's quota,
+// its time ran out) is tried again after rotateRetryFirst, then after
+// twice the last wait, up to rotateRetryMax, until it succeeds, the key is
+// no longer exposed, this node may no longer rotate, or the node stops:
+// without it a lone owner's space would stay readable by whoever left
+// until the next change of membership or restart.
+const (
+	rotateRetryFirst = time.Second
+	rotateRetryMax   = 30 * time.Second
+)
+
 // rotateLater runs rotateIfExposed for space s on the node's wait group,
-// bounded in time.
+// bounded in time, and tries again while it fails (retryRotation).
 func (n *Node) rotateLater(space protocol.ID, s *privSpace) {
 	n.spawn(func() {
 		ctx, cancel := context.WithTimeout(n.bg, admit.Timeout+rotateWait(maxRotateTurns))
-		defer cancel()
-		n.rotateIfExposed(ctx, space, s)
+		err := n.rotateIfExposed(ctx, space, s)
+		cancel()
+		if err != nil && n.bg.Err() == nil {
+			n.retryRotation(space, s)
+		}
 	})
+}
+
+// mayRotate reports whether sealed space s's key is exposed and this node
+// may rotate it.
+func (n *Node) mayRotate(s *privSpace) bool {
+	st := s.current.Load()
+	return s.sealed() && rotateRank(st, n.mesh.ID()) >= 0 && s.exposed(st) != "" && n.joined(s.graph.Space())
+}
+
+// joined reports whether this node is still in space (weft leave leaves a
+// private space locally: n.private keeps it, the store does not).
+func (n *Node) joined(space protocol.ID) bool {
+	_, err := n.store.Space(space)
+	return !errors.Is(err, store.ErrNotFound)
+}
+
+// retryRotation tries a failed rotation of s again (see rotateRetryFirst).
+// One space has one such loop at a time (s.retrying): a rotation that
+// fails while one runs leaves the trying to it, and a loop that ends
+// looks once more, for one that failed as it ended.
+func (n *Node) retryRotation(space protocol.ID, s *privSpace) {
+	for s.retrying.CompareAndSwap(false, true) {
+		n.retryRotationLoop(space, s)
+		s.retrying.Store(false)
+		if n.bg.Err() != nil || !n.mayRotate(s) {
+			return
+		}
+	}
+}
+
+func (n *Node) retryRotationLoop(space protocol.ID, s *privSpace) {
+	wait := rotateRetryFirst
+	for try := 1; ; try++ {
+		n.log.Info("sealed space: key rotation failed; trying again", "space", space, "in", wait, "tries", try)
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-n.bg.Done():
+			t.Stop()
+			return
+		}
+		if !n.mayRotate(s) {
+			return
+		}
+		ctx, cancel := context.WithTimeout(n.bg, admit.Timeout)
+		err := n.rotateNow(ctx, space, s)
+		cancel()
+		if err == nil || n.bg.Err() != nil {
+			return
+		}
+		wait = min(2*wait, rotateRetryMax)
+	}
 }

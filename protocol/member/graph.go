@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/libp2p/go-libp2p/core/peer"
+
 	"github.com/weftmesh/weft/protocol"
 )
 
@@ -25,6 +27,10 @@ type Graph struct {
 	sets    map[string]*ctlSet
 	ctl     map[protocol.ID]ctlMsg
 	all     *ctlSet // every control message in the graph
+	// lastOf is, for all (lastFor), each peer's last membership change
+	// the resolution applies (see LastChange), computed once per set.
+	lastFor *ctlSet
+	lastOf  map[peer.ID]*protocol.Message
 }
 
 type gnode struct {
@@ -227,6 +233,47 @@ func (g *Graph) Forget(id protocol.ID) bool {
 	return ok
 }
 
+// LeaveOf returns p's leave if it is the change in force that made p a
+// non-member (see LastChange): nil once p was let in again or removed
+// after, and for a leave skipped because p was removed concurrently
+// before it.
+func (g *Graph) LeaveOf(p peer.ID) *protocol.Message {
+	last := g.LastChange(p)
+	if last == nil || last.Sender() != p {
+		return nil
+	}
+	if ch, _, err := ParseChange(last); err != nil || ch.Op != OpLeave {
+		return nil
+	}
+	return last
+}
+
+// LastChange returns the last membership change naming p that the
+// resolution applies (replaying the graph's control messages as Current
+// does, skipping what Authorize refuses), or nil if none names p. The
+// replay is done once per set of control messages, for every peer.
+func (g *Graph) LastChange(p peer.ID) *protocol.Message {
+	if g.lastFor != g.all {
+		st := genesisState(g.genesis)
+		last := make(map[peer.ID]*protocol.Message)
+		for _, c := range g.ordered(g.all) {
+			next, err := Authorize(st, c.m)
+			if err != nil {
+				continue // skipped, as resolve skips it
+			}
+			st = next
+			if c.m.Type != TypeMember {
+				continue
+			}
+			if _, target, err := ParseChange(c.m); err == nil {
+				last[target] = c.m
+			}
+		}
+		g.lastFor, g.lastOf = g.all, last
+	}
+	return g.lastOf[p]
+}
+
 // Current returns the state of every control message in the graph: the
 // membership after everything this node holds.
 func (g *Graph) Current() State { return g.resolve(g.all) }
@@ -241,6 +288,19 @@ func (g *Graph) resolve(s *ctlSet) State {
 	if s.state != nil {
 		return *s.state
 	}
+	st := genesisState(g.genesis)
+	for _, c := range g.ordered(s) {
+		if next, err := Authorize(st, c.m); err == nil {
+			st = next
+		}
+	}
+	s.state = &st
+	return st
+}
+
+// ordered returns the control messages of s but the genesis in the order
+// resolve applies them: (depth, removals and leaves first, ID).
+func (g *Graph) ordered(s *ctlSet) []ctlMsg {
 	msgs := make([]ctlMsg, 0, len(s.ids))
 	for _, id := range s.ids {
 		if id != g.genesis.ID {
@@ -256,14 +316,7 @@ func (g *Graph) resolve(s *ctlSet) State {
 		}
 		return bytes.Compare(a.m.ID[:], b.m.ID[:])
 	})
-	st := genesisState(g.genesis)
-	for _, c := range msgs {
-		if next, err := Authorize(st, c.m); err == nil {
-			st = next
-		}
-	}
-	s.state = &st
-	return st
+	return msgs
 }
 
 // opRank orders concurrent changes of one depth: removals and leaves
