@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -191,13 +192,17 @@ func checkAllKeys(t *testing.T, s *Store) {
 	}
 	for sp, want := range spaceUse {
 		var got Usage
-		_ = s.db.View(func(txn *badger.Txn) error {
+		err := s.db.View(func(txn *badger.Txn) error {
 			val, err := get(txn, usageKey(sp))
-			if err == nil {
-				got, err = decodeUsage(val)
+			if err != nil {
+				return err
 			}
-			return nil
+			got, err = decodeUsage(val)
+			return err
 		})
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			t.Fatal(err)
+		}
 		if got != want {
 			bad("usage key of %x: %+v, truth %+v", sp[:4], got, want)
 		}
