@@ -68,22 +68,67 @@ func TestSendNamesFewParents(t *testing.T) {
 	}
 }
 
-// TestPickParents: n of the heads, each once, in the heads' order; all of
-// them when there are no more than n.
+// TestSendNamesItsLastSend: among many heads, an agent's successive sends
+// each name the send before (the newest head), so its own messages stay
+// linked in the graph.
+func TestSendNamesItsLastSend(t *testing.T) {
+	n := deliverNode(t)
+	sp, _, err := n.Join("test-send-last", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _, err := crypto.GenerateEd25519Key(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		m, err := protocol.Sign(key, protocol.Draft{Space: sp.ID, CreatedAt: time.Now(), Type: "text",
+			Content: json.RawMessage(fmt.Sprintf(`{"text":"sibling %d"}`, i))}, n.cfg.Limits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := n.Accept(t.Context(), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	prev, err := n.Send(t.Context(), sp.ID, Post{Content: json.RawMessage(`{"text":"0"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i < 8; i++ {
+		m, err := n.Send(t.Context(), sp.ID, Post{Content: json.RawMessage(fmt.Sprintf(`{"text":"%d"}`, i))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(m.Prev, prev.ID) {
+			t.Fatalf("send %d names %v, not the send before it", i, m.Prev)
+		}
+		prev = m
+	}
+}
+
+// TestPickParents: n of the heads, each once, sorted by ID bytes: the
+// sendNewest newest always, the rest at random; all of them when there
+// are no more than n.
 func TestPickParents(t *testing.T) {
-	var heads []protocol.ID
+	var heads []protocol.ID // newest first
 	for i := range 10 {
 		heads = append(heads, protocol.MessageID(fmt.Appendf(nil, "h%d", i)))
 	}
-	slices.SortFunc(heads, func(a, b protocol.ID) int { return slices.Compare(a[:], b[:]) })
-	if got := pickParents(heads[:3], 4); !slices.Equal(got, heads[:3]) {
-		t.Fatalf("3 heads: picked %v", got)
+	byID := func(a, b protocol.ID) int { return slices.Compare(a[:], b[:]) }
+	if got, want := pickParents(heads[:3], 4), slices.SortedFunc(slices.Values(heads[:3]), byID); !slices.Equal(got, want) {
+		t.Fatalf("3 heads: picked %v, want %v", got, want)
 	}
 	seen := map[protocol.ID]bool{}
 	for range 200 {
 		got := pickParents(heads, 4)
-		if len(got) != 4 || !slices.IsSortedFunc(got, func(a, b protocol.ID) int { return slices.Compare(a[:], b[:]) }) || len(slices.Compact(slices.Clone(got))) != 4 {
+		if len(got) != 4 || !slices.IsSortedFunc(got, byID) || len(slices.Compact(slices.Clone(got))) != 4 {
 			t.Fatalf("picked %v", got)
+		}
+		for _, id := range heads[:sendNewest] {
+			if !slices.Contains(got, id) {
+				t.Fatalf("picked %v, without the newest head %s", got, id)
+			}
 		}
 		for _, id := range got {
 			if !slices.Contains(heads, id) {

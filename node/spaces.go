@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -202,10 +203,14 @@ type Post struct {
 	Meta    map[string]string
 }
 
-// Send signs a message for a joined space, stores it durably, then
-// publishes it to the space's peers. prev is set to the space's heads as
-// this node sees them. A publish failure is logged, not returned: the
-// message is stored and peers repair gaps from the store.
+// Send signs a message for a joined space, stores it durably and
+// publishes it to the space's peers: an open space's once it is committed,
+// while its sync runs; a private space's once it is on disk. It returns
+// once the message is on disk and published. prev is set to some of the
+// space's heads as this node sees them (see sendParents), a private
+// space's by its membership rules (parentsFor). A publish failure is
+// logged, not returned: the message is stored and peers repair gaps from
+// the store.
 func (n *Node) Send(ctx context.Context, space protocol.ID, p Post) (Message, error) {
 	// Concurrent sends share one sync: one that syncs first waits a
 	// moment for this one, being signed, to be stored (store.Expect).
@@ -305,14 +310,17 @@ func (n *Node) draft(space protocol.ID, p Post) (protocol.Draft, error) {
 	if d.Type == "" {
 		d.Type = "text"
 	}
-	heads, err := n.store.Heads(space)
+	var heads []protocol.ID
+	var err error
+	if s := n.private.get(space); s != nil {
+		if heads, err = n.store.Heads(space); err == nil {
+			heads = s.parentsFor(heads)
+		}
+	} else if heads, err = n.store.HeadsNewestFirst(space); err == nil {
+		heads = pickParents(heads, sendParents)
+	}
 	if err != nil {
 		return d, fmt.Errorf("heads: %w", err)
-	}
-	if s := n.private.get(space); s != nil {
-		heads = s.parentsFor(heads)
-	} else {
-		heads = pickParents(heads, sendParents)
 	}
 	if len(heads) > n.cfg.Limits.MaxPrev {
 		heads = heads[:n.cfg.Limits.MaxPrev]
@@ -327,31 +335,35 @@ func (n *Node) draft(space protocol.ID, p Post) (protocol.Draft, error) {
 // flight: 16 agents sending at once made each message name ~16 parents
 // (~880 bytes of its ~1.3 KB), and every node that stored it wrote a
 // child and a reference key for each (~40 keys per message instead of
-// ~10), checked, synced and served the bytes. Naming a few, chosen at
-// random, still merges the space: concurrent sends pick different heads,
-// so together they name about as many as there are, and a head not picked
-// stays a head, to be named by a later send (its chance grows as the
-// heads thin out). Nothing needs every head named: gap repair follows the
-// parents a message has, and sync reconciles whole spaces. Private spaces
+// ~10), checked, synced and served the bytes. A send names the newest
+// heads this node took in (sendNewest of them: its own last send, or a
+// message just come, which a peer may have missed and would then ask
+// for, gap repair following the parents a message names) and the rest at
+// random among the others: concurrent sends pick different ones, so
+// together they name about as many heads as there are, and the space
+// still merges; a head not picked stays a head, to be named by a later
+// send. Sync reconciles whole spaces whatever is named. Private spaces
 // choose their own parents (parentsFor), by the membership rules.
-const sendParents = 4
+const (
+	sendParents = 4
+	sendNewest  = 2
+)
 
-// pickParents returns n of heads (all if there are no more), chosen at
-// random, in heads' order.
-func pickParents(heads []protocol.ID, n int) []protocol.ID {
-	if len(heads) <= n {
-		return heads
-	}
-	picked := make([]bool, len(heads))
-	for _, i := range rand.Perm(len(heads))[:n] {
-		picked[i] = true
-	}
-	out := make([]protocol.ID, 0, n)
-	for i, id := range heads {
-		if picked[i] {
-			out = append(out, id)
+// pickParents returns n of heads, given newest first (all if there are no
+// more): the sendNewest newest and the rest at random, sorted by ID bytes.
+func pickParents(newestFirst []protocol.ID, n int) []protocol.ID {
+	var out []protocol.ID
+	if len(newestFirst) <= n {
+		out = slices.Clone(newestFirst)
+	} else {
+		k := min(sendNewest, n)
+		out = append(make([]protocol.ID, 0, n), newestFirst[:k]...)
+		rest := newestFirst[k:]
+		for _, i := range rand.Perm(len(rest))[:n-k] {
+			out = append(out, rest[i])
 		}
 	}
+	slices.SortFunc(out, func(a, b protocol.ID) int { return bytes.Compare(a[:], b[:]) })
 	return out
 }
 

@@ -434,7 +434,8 @@ func (s *Store) updateHeadsBatch(ms []Message, added []batchAdded) {
 			continue
 		}
 		if hs, ok := s.heads[m.Space]; ok {
-			hs[m.ID] = struct{}{}
+			s.headTick++
+			hs[m.ID] = s.headTick
 		}
 	}
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -352,7 +353,8 @@ func (s *Store) updateHeads(m Message, head bool, unheaded []headRef) {
 		return
 	}
 	if hs, ok := s.heads[m.Space]; ok {
-		hs[m.ID] = struct{}{}
+		s.headTick++
+		hs[m.ID] = s.headTick
 	}
 }
 
@@ -566,6 +568,48 @@ func (s *Store) Read(space protocol.ID, after Cursor, limit int) ([]Entry, Curso
 // Put, is named all the same (its Prev is signed by then), and is linked
 // as a missing parent.
 func (s *Store) Heads(space protocol.ID) ([]protocol.ID, error) {
+	heads, err := s.headsOf(space)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]protocol.ID, len(heads))
+	for i, h := range heads {
+		ids[i] = h.id
+	}
+	slices.SortFunc(ids, func(a, b protocol.ID) int { return bytes.Compare(a[:], b[:]) })
+	return ids, nil
+}
+
+// HeadsNewestFirst returns Heads in the order this store took them in as
+// heads, the newest first (those read from disk at the end, sorted by ID
+// bytes): a message just stored, which peers may have missed, or this
+// node's own last send.
+func (s *Store) HeadsNewestFirst(space protocol.ID) ([]protocol.ID, error) {
+	heads, err := s.headsOf(space)
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(heads, func(a, b headAt) int {
+		if a.tick != b.tick {
+			return cmp.Compare(b.tick, a.tick)
+		}
+		return bytes.Compare(a.id[:], b.id[:])
+	})
+	ids := make([]protocol.ID, len(heads))
+	for i, h := range heads {
+		ids[i] = h.id
+	}
+	return ids, nil
+}
+
+// headAt is a head and when it became one (see Store.heads).
+type headAt struct {
+	id   protocol.ID
+	tick uint64
+}
+
+// headsOf returns the heads of space (see Heads), in no order.
+func (s *Store) headsOf(space protocol.ID) ([]headAt, error) {
 	if err := s.enter(); err != nil {
 		return nil, err
 	}
@@ -578,19 +622,18 @@ func (s *Store) Heads(space protocol.ID) ([]protocol.ID, error) {
 		if err != nil {
 			return nil, err
 		}
-		hs = make(map[protocol.ID]struct{}, len(ids))
+		hs = make(map[protocol.ID]uint64, len(ids))
 		for _, id := range ids {
-			hs[id] = struct{}{}
+			hs[id] = 0
 		}
 		s.heads[space] = hs
 	}
-	heads := make([]protocol.ID, 0, len(hs))
-	for id := range hs {
+	heads := make([]headAt, 0, len(hs))
+	for id, tick := range hs {
 		if _, gone := s.deleting[id]; !gone {
-			heads = append(heads, id)
+			heads = append(heads, headAt{id, tick})
 		}
 	}
-	slices.SortFunc(heads, func(a, b protocol.ID) int { return bytes.Compare(a[:], b[:]) })
 	return heads, nil
 }
 

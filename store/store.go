@@ -79,8 +79,12 @@ type Store struct {
 
 	// headsMu guards heads: each space's heads, cached in memory once read
 	// (scanning head keys walks every deleted head still in the LSM tree).
-	headsMu sync.Mutex
-	heads   map[protocol.ID]map[protocol.ID]struct{}
+	// Each head maps to when it became one, in headTick's order (0: a
+	// head read from disk, or one again after its child was deleted), so
+	// that a send can name the newest (HeadsNewestFirst).
+	headsMu  sync.Mutex
+	heads    map[protocol.ID]map[protocol.ID]uint64
+	headTick uint64 // the last tick given; guarded by headsMu
 	// deleting holds the messages a delete is committing, from before its
 	// commit until its heads update (applyDeletion) or its failure; Heads
 	// leaves them out, so it never names a message whose delete has
@@ -159,7 +163,7 @@ func Open(opts Options) (*Store, error) {
 		db:             db,
 		logger:         logger,
 		seqs:           make(map[protocol.ID]uint64),
-		heads:          make(map[protocol.ID]map[protocol.ID]struct{}),
+		heads:          make(map[protocol.ID]map[protocol.ID]uint64),
 		deleting:       make(map[protocol.ID]struct{}),
 		pending:        make(map[protocol.ID]*pendingHead),
 		indexes:        make(map[protocol.ID]*rangeIndex),

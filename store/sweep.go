@@ -699,7 +699,7 @@ func (s *Store) applyDeletion(d deletion) {
 	}
 	for _, r := range d.restored {
 		if hs, ok := s.heads[r.space]; ok {
-			hs[r.id] = struct{}{}
+			hs[r.id] = 0 // an old message
 		}
 	}
 	s.headsMu.Unlock()
