@@ -593,9 +593,10 @@ type pageResult struct {
 	Middle benchLatency `json:"middle"`
 	Tail   benchLatency `json:"tail"`
 	// The same reads again once the daemon has gone quiet: the fill's
-	// flushes and compactions over (or settleMax passed), as a space
-	// written over days would be read. SettleS is how long that took
-	// after the first reads.
+	// flushes and compactions over (or settleMax passed: Settled false,
+	// also where its CPU cannot be read), as a space written over days
+	// would be read. SettleS is how long that took after the first reads.
+	Settled       bool         `json:"settled"`
 	SettleS       float64      `json:"settle_s"`
 	SettledStart  benchLatency `json:"settled_start"`
 	SettledMiddle benchLatency `json:"settled_middle"`
@@ -609,10 +610,18 @@ func (r *pageResult) rows() [][2]string {
 		{"10-message page at the start", r.Start.String()},
 		{"10-message page in the middle", r.Middle.String()},
 		{"10-message page at the tail", r.Tail.String()},
-		{fmt.Sprintf("once quiet (%.0f s later): start", r.SettleS), r.SettledStart.String()},
-		{"once quiet: middle", r.SettledMiddle.String()},
-		{"once quiet: tail", r.SettledTail.String()},
+		{fmt.Sprintf("%s (%.0f s later): start", r.settledAs(), r.SettleS), r.SettledStart.String()},
+		{r.settledAs() + ": middle", r.SettledMiddle.String()},
+		{r.settledAs() + ": tail", r.SettledTail.String()},
 	}
+}
+
+// settledAs names the second reads: once quiet, or not.
+func (r *pageResult) settledAs() string {
+	if r.Settled {
+		return "once quiet"
+	}
+	return "again, not quiet"
 }
 
 func benchPage(ctx context.Context, b *bench, r *pageResult) error {
@@ -655,7 +664,7 @@ func benchPage(ctx context.Context, b *bench, r *pageResult) error {
 		return err
 	}
 	t := time.Now()
-	if err := quiet(ctx, d.pid(), settleMax); err != nil {
+	if r.Settled, err = quiet(ctx, d.pid(), settleMax); err != nil {
 		return err
 	}
 	r.SettleS = round(time.Since(t).Seconds(), 1)
@@ -668,30 +677,31 @@ const settleMax = 2 * time.Minute
 
 // quiet waits until the process pid has used under 2 % of a core over a
 // second (its background work, Badger's flushes and compactions, done),
-// or for at most limit.
-func quiet(ctx context.Context, pid int, limit time.Duration) error {
+// reporting true, or for at most limit (false). Where the process's CPU
+// cannot be read (no /proc), it does not wait: false.
+func quiet(ctx context.Context, pid int, limit time.Duration) (bool, error) {
 	const window = time.Second
 	deadline := time.Now().Add(limit)
 	last, err := procCPU(pid)
 	if err != nil {
-		return err
+		return false, nil
 	}
 	for time.Now().Before(deadline) {
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return false, ctx.Err()
 		case <-time.After(window):
 		}
 		now, err := procCPU(pid)
 		if err != nil {
-			return err
+			return false, nil
 		}
 		if now-last < window/50 {
-			return nil
+			return true, nil
 		}
 		last = now
 	}
-	return nil
+	return false, nil
 }
 
 // fillSpace sends n messages to space through d's API from fillClients

@@ -91,6 +91,9 @@ func TestBenchQuick(t *testing.T) {
 	lat("page start", s.Page.Start)
 	lat("page middle", s.Page.Middle)
 	lat("page tail", s.Page.Tail)
+	if !s.Page.Settled {
+		t.Errorf("page: the daemon did not go quiet after the fill: %+v", s.Page)
+	}
 	lat("page start once quiet", s.Page.SettledStart)
 	lat("page middle once quiet", s.Page.SettledMiddle)
 	lat("page tail once quiet", s.Page.SettledTail)
