@@ -178,7 +178,7 @@ func (n *Node) ingest(ctx context.Context, m *protocol.Message, via string) (sto
 
 // ingestThen is ingest that calls committed, if not nil, as soon as a
 // durable message of an open space is committed and before it is on disk
-// (see store.PutWithinThen); committed must not block. It is not called
+// (see store.PutWithinThen); committed must be quick. It is not called
 // for a private space's message, nor when the message is not stored.
 func (n *Node) ingestThen(ctx context.Context, m *protocol.Message, via string, committed func()) (store.Entry, bool, error) {
 	if s := n.private.get(m.Space); s != nil {

@@ -246,28 +246,24 @@ func (n *Node) Send(ctx context.Context, space protocol.ID, p Post) (Message, er
 	if n.cfg.Tracer != nil { // the label costs a lookup and an encoding
 		ctx, span = n.messageSpan(ctx, "send", n.spaceLabel(space), m)
 	}
-	// Published once committed, while the sync the answer waits for
-	// runs: peers need not wait for this node's disk (a crash of the
-	// machine before the sync loses the message here, not on the
-	// mesh, and sync brings it back). Published before the answer, so
-	// an agent's next send is published after this one.
+	// Published once committed, before the sync the answer waits for:
+	// peers need not wait for this node's disk (a crash of the machine
+	// before the sync loses the message here, not on the mesh, and sync
+	// brings it back). Published by the commit's leader, in line: a
+	// goroutine of its own, to publish while the sync ran, cost ~35 µs
+	// of CPU per send in wake-ups (weft bench, 1 client), the fdatasync
+	// it would overlap ~250 µs of wall time. Published before the
+	// answer, so an agent's next send is published after this one.
 	publish := func() {
 		if err := n.mesh.Publish(ctx, m); err != nil {
 			n.log.Warn("publish", "id", m.ID, "err", err)
 		}
 	}
-	published := make(chan struct{})
 	hooked := false
 	e, _, err := n.ingestThen(ctx, m, "api", func() {
 		hooked = true
-		go func() {
-			defer close(published)
-			publish()
-		}()
+		publish()
 	})
-	if hooked {
-		<-published
-	}
 	if err != nil {
 		endSpan(span, err)
 		return Message{}, err

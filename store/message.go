@@ -76,12 +76,12 @@ func (s *Store) PutWithin(ctx context.Context, m Message, q Quota) (e Entry, add
 
 // PutWithinThen is PutWithin that also calls committed once m is
 // committed, visible to reads (stored by this Put or found stored), and
-// before it is on disk: a send publishes its message then, while the sync
-// it waits for runs, instead of after it. committed is not called if the
+// before it is on disk: a send publishes its message then, before the
+// sync it waits for, instead of after it. committed is not called if the
 // Put fails before its commit; it is called before PutWithinThen returns,
-// possibly from another goroutine (the commit's leader), and must not
-// block. When the sync then fails, PutWithinThen returns its error
-// although committed was called.
+// possibly from another goroutine (the commit's leader), before the sync
+// of the Puts committed with it: it must be quick. When the sync then
+// fails, PutWithinThen returns its error although committed was called.
 func (s *Store) PutWithinThen(ctx context.Context, m Message, q Quota, committed func()) (e Entry, added bool, err error) {
 	return s.putDurable(ctx, m, q, committed)
 }

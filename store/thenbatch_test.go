@@ -37,7 +37,11 @@ func TestPutWithinThenBatch(t *testing.T) {
 		}()
 	}
 	put(0, context.Background(), syncTestMsg(sp, "first"), Quota{})
-	waitFor(t, func() bool { s.commits.mu.Lock(); defer s.commits.mu.Unlock(); return s.commits.leading && len(s.commits.queue) == 0 })
+	waitFor(t, func() bool {
+		s.commits.mu.Lock()
+		defer s.commits.mu.Unlock()
+		return s.commits.leading && len(s.commits.queue) == 0
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	put(1, ctx, syncTestMsg(sp, "cancelled"), Quota{})
 	put(2, context.Background(), syncTestMsg(sp, "over quota"), Quota{SpaceBytes: 1})
