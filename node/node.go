@@ -381,3 +381,15 @@ func (n *Node) reconnectKnownPeers(ctx context.Context) {
 	}
 	wg.Wait()
 }
+
+// pause waits for d, reporting false if the node stops first.
+func (n *Node) pause(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-n.bg.Done():
+		return false
+	}
+}

@@ -24,21 +24,8 @@ func TestSendNamesFewParents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key, _, err := crypto.GenerateEd25519Key(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
 	const siblings = 20 // concurrent sends elsewhere: each a head
-	for i := range siblings {
-		m, err := protocol.Sign(key, protocol.Draft{Space: sp.ID, CreatedAt: time.Now(), Type: "text",
-			Content: json.RawMessage(fmt.Sprintf(`{"text":"sibling %d"}`, i))}, n.cfg.Limits)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, _, err := n.Accept(t.Context(), m); err != nil {
-			t.Fatal(err)
-		}
-	}
+	acceptSiblings(t, n, sp.ID, siblings)
 	heads, err := n.store.Heads(sp.ID)
 	if err != nil || len(heads) != siblings {
 		t.Fatalf("%d heads (%v), want %d", len(heads), err, siblings)
@@ -77,20 +64,7 @@ func TestSendNamesItsLastSend(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key, _, err := crypto.GenerateEd25519Key(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 20 {
-		m, err := protocol.Sign(key, protocol.Draft{Space: sp.ID, CreatedAt: time.Now(), Type: "text",
-			Content: json.RawMessage(fmt.Sprintf(`{"text":"sibling %d"}`, i))}, n.cfg.Limits)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, _, err := n.Accept(t.Context(), m); err != nil {
-			t.Fatal(err)
-		}
-	}
+	acceptSiblings(t, n, sp.ID, 20)
 	prev, err := n.Send(t.Context(), sp.ID, Post{Content: json.RawMessage(`{"text":"0"}`)})
 	if err != nil {
 		t.Fatal(err)
@@ -139,5 +113,25 @@ func TestPickParents(t *testing.T) {
 	}
 	if len(seen) != len(heads) {
 		t.Fatalf("200 picks named %d of the %d heads: not at random", len(seen), len(heads))
+	}
+}
+
+// acceptSiblings has n take in count messages of space from another
+// sender, none naming another: count heads.
+func acceptSiblings(t *testing.T, n *Node, space protocol.ID, count int) {
+	t.Helper()
+	key, _, err := crypto.GenerateEd25519Key(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range count {
+		m, err := protocol.Sign(key, protocol.Draft{Space: space, CreatedAt: time.Now(), Type: "text",
+			Content: json.RawMessage(fmt.Sprintf(`{"text":"sibling %d"}`, i))}, n.cfg.Limits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := n.Accept(t.Context(), m); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -767,12 +767,8 @@ func (n *Node) accepted(ctx context.Context, s *privSpace, m *protocol.Message) 
 			// is out (it stops taking part itself).
 			p := e.Peer
 			n.spawn(func() {
-				t := time.NewTimer(leaverGrace)
-				defer t.Stop()
-				select {
-				case <-t.C:
+				if n.pause(leaverGrace) {
 					_ = n.mesh.DropPeer(p)
-				case <-n.bg.Done():
 				}
 			})
 			continue
@@ -1459,11 +1455,7 @@ func (n *Node) finishLeaveLater(s *privSpace) {
 		defer s.finishing.Store(false)
 		wait := leaveRetryFirst
 		for {
-			t := time.NewTimer(wait)
-			select {
-			case <-t.C:
-			case <-n.bg.Done():
-				t.Stop()
+			if !n.pause(wait) {
 				return
 			}
 			if s.leave.Load() == nil {
@@ -1554,11 +1546,7 @@ func (n *Node) tellRemoved(p peer.ID, wire []byte) {
 			}
 			return
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-n.bg.Done():
-			t.Stop()
+		if !n.pause(wait) {
 			return
 		}
 		wait *= 2

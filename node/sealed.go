@@ -530,11 +530,7 @@ func (n *Node) retryRotationLoop(space protocol.ID, s *privSpace) {
 	wait := rotateRetryFirst
 	for try := 1; ; try++ {
 		n.log.Info("sealed space: key rotation failed; trying again", "space", space, "in", wait, "tries", try)
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-n.bg.Done():
-			t.Stop()
+		if !n.pause(wait) {
 			return
 		}
 		if !n.mayRotate(s) {
