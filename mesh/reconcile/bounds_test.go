@@ -251,6 +251,10 @@ func TestSessionRates(t *testing.T) {
 	connect(t, c.h, a.h)
 	busy := 0
 	for range 10 {
+		// The responder's side of the last session may still be
+		// running when the initiator's ends: a session then is told
+		// busy (the space's one session at a time) for a token spent.
+		waitIdle(t, a)
 		_, err := b.svc.Sync(syncCtx(t), a.h.ID(), testSpace)
 		switch {
 		case errors.Is(err, errBusy):
@@ -262,6 +266,7 @@ func TestSessionRates(t *testing.T) {
 	if busy != 5 {
 		t.Errorf("%d of 10 sessions told busy, want 5 (burst of 5)", busy)
 	}
+	waitIdle(t, a)
 	if _, err := c.svc.Sync(syncCtx(t), a.h.ID(), testSpace); err != nil {
 		t.Errorf("another peer: %v", err)
 	}
@@ -269,10 +274,23 @@ func TestSessionRates(t *testing.T) {
 	d := newNode(t, WithSessionRates(rate.Rate{}, rate.Rate{PerSecond: 0.01, Burst: 2}))
 	for i, n := range []*node{b, c, newNode(t)} {
 		connect(t, n.h, d.h)
+		waitIdle(t, d)
 		_, err := n.svc.Sync(syncCtx(t), d.h.ID(), testSpace)
 		if wantBusy := i == 2; errors.Is(err, errBusy) != wantBusy {
 			t.Errorf("session %d with a space limited to 2: %v", i, err)
 		}
+	}
+}
+
+// waitIdle waits until n runs no sync session, either side.
+func waitIdle(t *testing.T, n *node) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !n.svc.Idle() {
+		if time.Now().After(deadline) {
+			t.Fatal("sessions still running after 10 s")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
