@@ -124,6 +124,83 @@ func (v *Verifier) Validate(wire []byte, now time.Time, lim Limits) (*Message, e
 	return m, nil
 }
 
+// ValidateAll is Validate of each of wires, in one goroutine: msgs[i] is
+// wires[i] decoded and checked, or nil with errs[i] saying why. It accepts
+// and refuses exactly what Validate does, message by message, and costs
+// less when many are by senders with a table (a session's exchange of a
+// space's history): their signatures are checked one by one as Validate
+// checks them, save the last step, the encoding of the point each one's R
+// must encode, which needs a field inversion (about a fifth of a check);
+// ValidateAll inverts all of theirs at once.
+func (v *Verifier) ValidateAll(wires [][]byte, now time.Time, lim Limits) (msgs []*Message, errs []error) {
+	msgs, errs = make([]*Message, len(wires)), make([]error, len(wires))
+	var (
+		pending []int // indexes of messages whose point is in pts
+		pts     []extPoint
+	)
+	for i, w := range wires {
+		m, err := decode(w, lim, v)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		t := v.tableOf(m)
+		if t == nil {
+			// Validate's own path: a sender without a table (yet), or
+			// a key that is not a known Ed25519 sender.
+			if err := m.verify(now, lim, v); err != nil {
+				errs[i] = err
+				continue
+			}
+			m.sigOK = true
+			msgs[i] = m
+			continue
+		}
+		pts = append(pts, extPoint{})
+		if !t.point(&pts[len(pts)-1], m.Sig, []byte(SigningDomain), m.Body) {
+			pts = pts[:len(pts)-1]
+			errs[i] = errorf(ErrBadSignature, "not signed by %s", m.From)
+			continue
+		}
+		pending = append(pending, i)
+		msgs[i] = m
+	}
+	enc := make([][32]byte, len(pts))
+	one := !encodeAll(pts, enc) // cannot happen: then each on its own
+	for k, i := range pending {
+		m := msgs[i]
+		good := bytes.Equal(m.Sig[:32], enc[k][:])
+		if one {
+			e, ok := pts[k].encode()
+			good = ok && bytes.Equal(m.Sig[:32], e)
+		}
+		if !good {
+			msgs[i], errs[i] = nil, errorf(ErrBadSignature, "not signed by %s", m.From)
+			continue
+		}
+		if err := m.checkTime(now, lim); err != nil {
+			msgs[i], errs[i] = nil, err
+			continue
+		}
+		m.sigOK = true
+	}
+	return msgs, errs
+}
+
+// tableOf returns the table of m's sender, as m.verify would check m's
+// signature with it, and counts the check; nil if m.verify would not use
+// one.
+func (v *Verifier) tableOf(m *Message) *keyTable {
+	if len(m.Sig) != SignatureSize || m.sender == "" {
+		return nil
+	}
+	raw, ok := v.senderKey(m.From)
+	if !ok || len(raw) != ed25519.PublicKeySize {
+		return nil
+	}
+	return v.tabled([32]byte(raw))
+}
+
 // check reports whether sig is pub's Ed25519 signature of a body (that
 // is, of SigningDomain followed by body), as ed25519.Verify does.
 func (v *Verifier) check(pub, body, sig []byte) bool {
@@ -145,6 +222,22 @@ func (v *Verifier) check(pub, body, sig []byte) bool {
 func (v *Verifier) lookup(k [32]byte) *keyTable {
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	return v.lookupLocked(k)
+}
+
+// tabled is lookup for a key with a table: it counts no check and returns
+// nil for a key without one (whose check, by Verifier.check, counts).
+func (v *Verifier) tabled(k [32]byte) *keyTable {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if _, ok := v.tables[k]; !ok {
+		return nil
+	}
+	return v.lookupLocked(k)
+}
+
+// lookupLocked is lookup under v.mu.
+func (v *Verifier) lookupLocked(k [32]byte) *keyTable {
 	if v.calls++; v.calls%decay == 0 {
 		for _, t := range v.tables {
 			t.uses /= 2
@@ -348,6 +441,18 @@ func newKeyTable(pub [32]byte, base *baseTable) (*keyTable, error) {
 // concatenated (see verifyWithDom in the standard library): the same
 // checks in the same order, with [S]B and [k](-A) summed from the tables.
 func (t *keyTable) verify(sig []byte, msg ...[]byte) bool {
+	var r extPoint
+	if !t.point(&r, sig, msg...) {
+		return false
+	}
+	enc, ok := r.encode()
+	return ok && bytes.Equal(sig[:32], enc)
+}
+
+// point sets r to [S]B − [k]A for sig and msg, the point whose encoding a
+// good signature's R is (see verify); false, and r unset, if sig is
+// malformed: not 64 bytes, or S not canonical.
+func (t *keyTable) point(r *extPoint, sig []byte, msg ...[]byte) bool {
 	if len(sig) != ed25519.SignatureSize || sig[63]&224 != 0 {
 		return false
 	}
@@ -366,7 +471,6 @@ func (t *keyTable) verify(sig []byte, msg ...[]byte) bool {
 	if err != nil {
 		return false
 	}
-	var r extPoint
 	r.setIdentity()
 	for j, d := range signedBytes(s.Bytes()) { // [S]B
 		switch {
@@ -384,6 +488,5 @@ func (t *keyTable) verify(sig []byte, msg ...[]byte) bool {
 			r.subAffine(&t.rows[j*kRow-int(d)-1])
 		}
 	}
-	enc, ok := r.encode()
-	return ok && bytes.Equal(sig[:32], enc)
+	return true
 }

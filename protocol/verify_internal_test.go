@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"filippo.io/edwards25519"
+	"filippo.io/edwards25519/field"
 )
 
 // order8 is a point of order 8 (a torsion point of the curve).
@@ -121,10 +122,19 @@ func TestKeyTableMatchesEd25519(t *testing.T) {
 					cases = append(cases, append(append([]byte(nil), sig[:32]...), sl[:]...))
 				}
 			}
+			var pts []extPoint
+			var wants []bool
 			for ci, c := range cases {
 				want := ed25519.Verify(key.pub, msg, c)
 				if got := tab.verify(c, msg[:3], msg[3:]); got != want {
 					t.Fatalf("key %d message %d case %d: table %v, ed25519 %v", ki, i, ci, got, want)
+				}
+				var p extPoint
+				if tab.point(&p, c, msg) {
+					pts, wants = append(pts, p), append(wants, want)
+					cases[len(pts)-1] = c
+				} else if want {
+					t.Fatalf("key %d message %d case %d: no point, ed25519 accepts", ki, i, ci)
 				}
 				if want {
 					accepted++
@@ -132,11 +142,62 @@ func TestKeyTableMatchesEd25519(t *testing.T) {
 					refused++
 				}
 			}
+			// The same cases' points encoded at once (ValidateAll).
+			enc := make([][32]byte, len(pts))
+			if !encodeAll(pts, enc) {
+				t.Fatalf("key %d message %d: encodeAll failed", ki, i)
+			}
+			for k := range pts {
+				if got := bytes.Equal(cases[k][:32], enc[k][:]); got != wants[k] {
+					t.Fatalf("key %d message %d case %d: encoded at once %v, ed25519 %v", ki, i, k, got, wants[k])
+				}
+			}
 		}
 	}
 	// Both outcomes seen, including signatures by keys with torsion.
 	if accepted < 300 || refused < 900 {
 		t.Fatalf("accepted %d, refused %d", accepted, refused)
+	}
+}
+
+// TestInvertAll: each element is replaced by its inverse, as Invert gives
+// it; with a zero among them, invertAll refuses and changes nothing.
+func TestInvertAll(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(3, 4))
+	zs := make([]field.Element, 9)
+	for i := range zs {
+		var b [32]byte
+		for j := range b {
+			b[j] = byte(rnd.Uint32())
+		}
+		b[31] &= 0x7f
+		if _, err := zs[i].SetBytes(b[:]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	orig := slices.Clone(zs)
+	if !invertAll(zs) {
+		t.Fatal("refused elements none of which is zero")
+	}
+	for i := range zs {
+		var want field.Element
+		if want.Invert(&orig[i]).Equal(&zs[i]) != 1 {
+			t.Fatalf("element %d: not its inverse", i)
+		}
+	}
+	withZero := slices.Clone(orig)
+	withZero[4].Zero()
+	before := slices.Clone(withZero)
+	if invertAll(withZero) {
+		t.Fatal("inverted a zero")
+	}
+	for i := range withZero {
+		if withZero[i].Equal(&before[i]) != 1 {
+			t.Fatalf("element %d changed", i)
+		}
+	}
+	if !invertAll(nil) {
+		t.Fatal("refused no elements")
 	}
 }
 

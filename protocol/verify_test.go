@@ -30,6 +30,18 @@ func FuzzVerifier(f *testing.F) {
 
 	f.Fuzz(func(t *testing.T, wire []byte) {
 		want, werr := protocol.Validate(wire, now, lim)
+		// In a batch, between messages whose signatures are checked
+		// with it (the key's table is built by the 8th).
+		batch := [][]byte{good, good, good, good, good, good, good, good, wire, good, wire}
+		msgs, errs := ver.ValidateAll(batch, now, lim)
+		for _, i := range []int{8, 10} {
+			switch err := errs[i]; {
+			case (err == nil) != (werr == nil) || protocol.Code(err) != protocol.Code(werr):
+				t.Fatalf("in a batch: ValidateAll %v, Validate %v", err, werr)
+			case err == nil && !sameMessage(msgs[i], want):
+				t.Fatalf("in a batch: ValidateAll and Validate disagree:\n%+v\n%+v", msgs[i], want)
+			}
+		}
 		for i := range 10 {
 			got, err := ver.Validate(wire, now, lim)
 			switch {
