@@ -133,8 +133,18 @@ func badgerOptions(opts Options, logger *slog.Logger) badger.Options {
 		// message, with 10 21.3-22.8 s and 150-160 us. A page pays
 		// for the L0 tables once (one order-index iterator per page,
 		// see ReadWithin); its point reads check their bloom filters.
-		WithNumLevelZeroTables(10).
-		WithNumLevelZeroTablesStall(20).
+		// 20 (writes stall at 40) against 10 (stall at 20), weft bench
+		// --scenarios catchup, two interleaved pairs, load 3: the
+		// joiner of 100,000 messages took 10.4 s at 123-124 us of CPU
+		// per message against 12.0-12.1 s at 146-148. With 10 the
+		// catch-up ran at ~10,000 messages a second until the first L0
+		// compactions began (about 77,000 in), then at ~3,500: each
+		// rewrites the base level and msyncs its tables, and the
+		// joiner's writes waited on them (CPU a third idle, I/O wait).
+		// The page at 1,000,000 read at once after its fill (while
+		// Badger still compacts) and once quiet: see README.
+		WithNumLevelZeroTables(20).
+		WithNumLevelZeroTablesStall(40).
 		WithBaseTableSize(1 * mib).
 		WithBaseLevelSize(8 * mib).
 		// The block cache stays (tried without: with no compression
