@@ -79,15 +79,34 @@ func checkHeads(t *testing.T, s *Store, space protocol.ID, want ...protocol.ID) 
 }
 
 func openSweepTest(t *testing.T, clock *int64) *Store {
+	return openSweepTestAt(t, func() int64 { return *clock })
+}
+
+// openSweepTestAt opens a store on disk with no background sweep or GC,
+// whose clock reads now (Unix milliseconds); it is closed when t ends.
+func openSweepTestAt(t *testing.T, now func() int64) *Store {
 	s, err := Open(Options{
 		Dir: t.TempDir(), SweepInterval: -1, GCInterval: -1,
-		Now: func() time.Time { return time.UnixMilli(*clock) },
+		Now: func() time.Time { return time.UnixMilli(now()) },
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
 	return s
+}
+
+// sweepOneInTwo sweeps s and fails t unless the sweep deleted one message
+// in two attempts (see putDuringDeleteRead): the first conflicted.
+func sweepOneInTwo(t *testing.T, s *Store, attempts *int) {
+	t.Helper()
+	n, err := s.Sweep(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 || *attempts != 2 {
+		t.Errorf("the sweep deleted %d in %d attempts, want 1 in 2 (the first conflicting)", n, *attempts)
+	}
 }
 
 // TestDeleteConflictsWithNewChild: a sweep deletes the only child of a
@@ -111,13 +130,7 @@ func TestDeleteConflictsWithNewChild(t *testing.T) {
 	checkHeads(t, s, sp, old.ID) // caches them
 	attempts := putDuringDeleteRead(t, s, 1, func(int) []Message { return []Message{child} })
 	clock = 20
-	n, err := s.Sweep(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n != 1 || *attempts != 2 {
-		t.Errorf("the sweep deleted %d in %d attempts, want 1 in 2 (the first conflicting)", n, *attempts)
-	}
+	sweepOneInTwo(t, s, attempts)
 	checkHeads(t, s, sp, child.ID)
 }
 
@@ -138,13 +151,7 @@ func TestDeleteConflictsWithParentPut(t *testing.T) {
 	checkHeads(t, s, sp, old.ID)
 	attempts := putDuringDeleteRead(t, s, 1, func(int) []Message { return []Message{parent} })
 	clock = 20
-	n, err := s.Sweep(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n != 1 || *attempts != 2 {
-		t.Errorf("the sweep deleted %d in %d attempts, want 1 in 2 (the first conflicting)", n, *attempts)
-	}
+	sweepOneInTwo(t, s, attempts)
 	checkHeads(t, s, sp, parent.ID)
 	if _, err := s.Get(parent.ID); err != nil {
 		t.Errorf("the parent: %v", err)

@@ -32,14 +32,7 @@ func TestSweepSendLatencyFigures(t *testing.T) {
 	}
 	var clock atomic.Int64
 	clock.Store(time.Now().UnixMilli())
-	s, err := Open(Options{
-		Dir: t.TempDir(), SweepInterval: -1, GCInterval: -1,
-		Now: func() time.Time { return time.UnixMilli(clock.Load()) },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openSweepTestAt(t, clock.Load)
 
 	// The backlog: relayed batches, as messages from the network come.
 	const spaces = 10

@@ -26,14 +26,7 @@ func TestSweepBetweenReadAndCommit(t *testing.T) {
 
 func sweepBetweenReadAndCommit(t *testing.T, batch bool) {
 	var clock atomic.Int64
-	s, err := Open(Options{
-		Dir: t.TempDir(), SweepInterval: -1, GCInterval: -1,
-		Now: func() time.Time { return time.UnixMilli(clock.Load()) },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openSweepTestAt(t, clock.Load)
 	sp := protocol.MessageID([]byte("space"))
 	const parents = 20
 	child := syncTestMsg(sp, "child")
