@@ -30,6 +30,7 @@ type config struct {
 	verifier    *protocol.Verifier // checks fetched messages' signatures (senders repeat)
 	rangeBudget int                // range bytes per exchange (frameRangeBytes; tests lower it)
 	msgBudget   int                // message bytes per exchange sent (sendMessageBytes; tests lower it)
+	outstanding int                // IDs asked for and not yet received (maxOutstanding; tests lower it)
 	slowAfter   time.Duration      // see errSlow (tests lower it)
 	onReceived  func(p peer.ID, space protocol.ID, n int)
 	onSession   func(Session)
@@ -54,6 +55,7 @@ func defaults() config {
 		verifier:    protocol.NewVerifier(),
 		rangeBudget: frameRangeBytes,
 		msgBudget:   sendMessageBytes,
+		outstanding: maxOutstanding,
 		slowAfter:   slowAfter,
 
 		sessionBytes:  DefaultSessionBytes,

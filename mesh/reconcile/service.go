@@ -134,6 +134,8 @@ type Stats struct {
 	Deferred      int // peer's ranges answered a turn later, for lack of room
 	Missing       int // asked for, and the peer answered it had none (or no room left)
 	Unserved      int // the peer asked for these, and the session's byte budget was spent
+	Postponed     int // peer's ranges put off: their IDs found no room among those asked for
+	Unsettled     int // 1 if some of them were never offered again before the end (a later session asks)
 }
 
 func (a *Stats) add(b Stats) {
@@ -149,6 +151,8 @@ func (a *Stats) add(b Stats) {
 	a.Deferred += b.Deferred
 	a.Missing += b.Missing
 	a.Unserved += b.Unserved
+	a.Postponed += b.Postponed
+	a.Unsettled += b.Unsettled
 }
 
 // Service runs sync sessions for the spaces it has joined: it answers
@@ -508,7 +512,7 @@ func (s *Service) Trigger(p peer.ID, space protocol.ID) {
 			s.mu.Lock()
 			// Again if asked meanwhile, or if the peer sent some of what we
 			// asked for and not the rest (its session budget ran out).
-			again := (s.runs[k] || st.Received > 0 && st.Missing > 0) && !s.closed
+			again := (s.runs[k] || st.Received > 0 && (st.Missing > 0 || st.Unsettled > 0)) && !s.closed
 			if !again {
 				delete(s.runs, k)
 				s.mu.Unlock()
@@ -791,6 +795,9 @@ func (s *Service) converse(ctx context.Context, c *conn, sess *session, sentEmpt
 		// The last messages received are stored before the session ends.
 		if serr := sess.settle(); err == nil {
 			err = serr
+		}
+		if sess.postponed.set {
+			sess.stats.Unsettled = 1 // a later session asks (see Trigger)
 		}
 	}()
 	for round := 0; ; round++ {

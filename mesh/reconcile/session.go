@@ -34,8 +34,9 @@ const (
 	sendMessageBytes = 1 << 20
 	// frameWants bounds the IDs asked for in one exchange.
 	frameWants = 8192
-	// maxOutstanding bounds the IDs asked for and not yet received (a
-	// later session asks for the rest).
+	// maxOutstanding bounds the IDs asked for and not yet received. The
+	// ranges whose IDs find no room are put off (see session.postponed)
+	// and offered to the peer again once half of that room is free.
 	maxOutstanding = 1 << 16
 	// maxGot bounds the IDs a session remembers having stored (see
 	// session.got); beyond it, the store is asked.
@@ -90,6 +91,20 @@ type session struct {
 	// asking for their children's parents needs no store lookup.
 	got map[protocol.ID]struct{}
 
+	// postponed spans the ranges answered as settled although the peer
+	// holds messages there that were not asked for, for want of room
+	// (outstanding): offered to the peer again, as one range with our
+	// fingerprint, once there is room (see reopen); if set.
+	postponed struct {
+		lo, hi protocol.SyncKey
+		set    bool
+	}
+	// full counts the IDs wantIn left out for want of room.
+	full int
+	// reopens counts the times postponed was offered again; reopenedAt is
+	// stats.Received then (each offer must follow some progress).
+	reopens, reopenedAt int
+
 	stats Stats
 }
 
@@ -137,8 +152,9 @@ func (s *session) wantIn(id protocol.ID, check bool) error {
 			return err
 		}
 	}
-	if len(s.wanted) >= maxOutstanding {
-		return nil // a later session asks again
+	if len(s.wanted) >= s.cfg.outstanding {
+		s.full++ // its range is put off (see reconcile)
+		return nil
 	}
 	s.wanted[id] = struct{}{}
 	s.toWant = append(s.toWant, id)
@@ -241,6 +257,13 @@ func (s *session) process(ctx context.Context, in *exchange) (*exchange, error) 
 		lower = r.upper
 	}
 	onlySkips := len(out.ranges) == 0 || len(out.ranges) == 1 && out.ranges[0].mode == modeSkip
+	if onlySkips {
+		reopened, err := s.reopen(out, in)
+		if err != nil {
+			return nil, err
+		}
+		onlySkips = !reopened
+	}
 	// Asked for and not in an exchange in flight (roughly: their messages
 	// are still in wanted).
 	owed := len(s.wanted)
@@ -284,11 +307,19 @@ func (s *session) reconcile(out *exchange, lo protocol.SyncKey, r rng) error {
 		// Holding nothing in the range (a late joiner, all of it), we
 		// lack every ID listed: no store lookup for each.
 		theirs := make(map[protocol.ID]struct{}, len(r.ids))
+		full := s.full
 		for _, id := range r.ids {
 			theirs[id] = struct{}{}
 			if err := s.wantIn(id, n > 0); err != nil {
 				return err
 			}
+		}
+		if s.full > full {
+			// Some not asked for, for want of room: settled for now, and
+			// offered again once there is room.
+			s.postpone(lo, hi)
+			skip()
+			return nil
 		}
 		if n <= len(r.ids)+idListBulk { // else there is plenty they lack
 			if extra, err := s.extra(lo, hi, n, theirs); err != nil || !extra {
@@ -306,6 +337,11 @@ func (s *session) reconcile(out *exchange, lo protocol.SyncKey, r rng) error {
 	switch {
 	case n == r.count && fp == r.fp:
 		skip()
+	case n == 0 && len(s.wanted) >= s.cfg.outstanding:
+		// No room to ask for their IDs: put off rather than have them
+		// listed now and left out.
+		s.postpone(lo, hi)
+		skip()
 	case n == 0:
 		// We have nothing here: an empty list says so, and they answer
 		// with their IDs.
@@ -314,6 +350,56 @@ func (s *session) reconcile(out *exchange, lo protocol.SyncKey, r rng) error {
 		return s.answerRange(out, lo, hi, n, r.count == 0)
 	}
 	return nil
+}
+
+// postpone adds [lo, hi) to the span put off for want of room.
+func (s *session) postpone(lo, hi protocol.SyncKey) {
+	if !s.postponed.set {
+		s.postponed.lo, s.postponed.hi, s.postponed.set = lo, hi, true
+	} else {
+		if lo.Less(s.postponed.lo) {
+			s.postponed.lo = lo
+		}
+		if s.postponed.hi.Less(hi) {
+			s.postponed.hi = hi
+		}
+	}
+	s.stats.Postponed++
+}
+
+// reopen offers the postponed span to the peer again, as out's one range
+// (our count and fingerprint of it, skips around), when out has nothing
+// else to say of ranges, half the room for IDs is free (or the peer has
+// nothing more to send) and a message has been received since the last
+// offer (so that a peer which lists messages and never sends them cannot
+// keep the session going). It reports whether it did.
+func (s *session) reopen(out, in *exchange) (bool, error) {
+	if !s.postponed.set {
+		return false, nil
+	}
+	if len(s.wanted) > s.cfg.outstanding/2 && !in.empty() {
+		return false, nil
+	}
+	if s.reopens > 0 && s.stats.Received <= s.reopenedAt {
+		return false, nil
+	}
+	lo, hi := s.postponed.lo, s.postponed.hi
+	n, fp, err := s.summary(lo, hi)
+	if err != nil {
+		return false, err
+	}
+	s.postponed.set = false
+	s.reopens++
+	s.reopenedAt = s.stats.Received
+	out.ranges, out.rangeBytes = nil, 0
+	if s.floor.Less(lo) {
+		out.addRange(rng{upper: lo, mode: modeSkip})
+	}
+	out.addRange(rng{upper: hi, mode: modeFingerprint, count: n, fp: fp})
+	if hi != protocol.MaxSyncKey {
+		out.addRange(rng{upper: protocol.MaxSyncKey, mode: modeSkip})
+	}
+	return true, nil
 }
 
 // extra reports whether we hold, in [lo, hi), a message that is neither

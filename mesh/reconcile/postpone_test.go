@@ -1,0 +1,115 @@
+package reconcile
+
+import (
+	"testing"
+	"time"
+
+	"github.com/weftmesh/weft/protocol"
+)
+
+// roomFor bounds the IDs a node asks for and has not received to n.
+func roomFor(n int) Option {
+	return func(c *config) error { c.outstanding = n; return nil }
+}
+
+// fewPerExchange sends about k messages of size bytes an exchange.
+func fewPerExchange(k, size int) Option {
+	return func(c *config) error { c.msgBudget = k * size; return nil }
+}
+
+// TestPostponedRangesReopened: a joiner with room for 100 IDs asked for
+// at once fetches a history of 2,000 messages that name no parent (so
+// that no chase of parents can find them) in one session, whichever side
+// starts it: the ranges it had no room for are put off and offered again,
+// not answered as settled and forgotten.
+func TestPostponedRangesReopened(t *testing.T) {
+	t.Parallel()
+	const n = 2000
+	msgs := newAuthor(t).loose(t, n)
+	size := len(msgs[0].Encode())
+	for _, joinerStarts := range []bool{true, false} {
+		joiner := newNode(t, roomFor(100), fewPerExchange(20, size))
+		member := newNode(t, fewPerExchange(20, size))
+		connect(t, joiner.h, member.h)
+		addAll(member.st, msgs)
+		var stats Stats
+		var err error
+		if joinerStarts {
+			stats, err = joiner.svc.Sync(syncCtx(t), member.h.ID(), testSpace)
+		} else {
+			_, err = member.svc.Sync(syncCtx(t), joiner.h.ID(), testSpace)
+			// The joiner's side of the session is counted as it ends.
+			for deadline := time.Now().Add(10 * time.Second); joiner.svc.Totals().Sessions == 0 && time.Now().Before(deadline); {
+				time.Sleep(5 * time.Millisecond)
+			}
+			stats = joiner.svc.Totals()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if held := len(joiner.st.ids(testSpace)); held != n || stats.Received != n {
+			t.Fatalf("joiner starts %v: holds %d of %d after one session: %+v", joinerStarts, held, n, stats)
+		}
+		if stats.Postponed == 0 || stats.Unsettled != 0 {
+			t.Fatalf("joiner starts %v: want ranges postponed and none left: %+v", joinerStarts, stats)
+		}
+	}
+}
+
+// TestPostponedChainFewRounds: a history that is one chain, fetched with
+// room for 100 IDs, takes rounds in proportion to its exchanges, not one
+// round per message (as a chase of parents from the newest down took).
+func TestPostponedChainFewRounds(t *testing.T) {
+	t.Parallel()
+	const n = 2000
+	msgs := newAuthor(t).chain(t, n, 0)
+	size := len(msgs[0].Encode())
+	joiner := newNode(t, roomFor(100), fewPerExchange(50, size))
+	member := newNode(t, fewPerExchange(50, size))
+	stats := syncSets(t, joiner, member, nil, msgs)
+	if held := len(joiner.st.ids(testSpace)); held != n {
+		t.Fatalf("holds %d of %d: %+v", held, n, stats)
+	}
+	// ~40 exchanges of messages, and a few rounds for each offer again
+	// of what was put off (every ~50 messages).
+	if stats.Rounds > n/5 {
+		t.Fatalf("%d rounds for %d messages: %+v", stats.Rounds, n, stats)
+	}
+}
+
+// listsOnly is a store that lists and summarises its messages but holds
+// none of them when asked to send them.
+type listsOnly struct{ *memStore }
+
+func (listsOnly) Wire(protocol.ID, protocol.ID) ([]byte, bool, error) { return nil, false, nil }
+
+// TestPostponedPeerSendsNothing: a peer that lists more IDs than there is
+// room to ask for and sends none of them (answers each missing) does not
+// keep the session going: it ends in a few rounds, and what was put off
+// is left to a later session (which Trigger starts only if this one
+// received something).
+func TestPostponedPeerSendsNothing(t *testing.T) {
+	t.Parallel()
+	msgs := newAuthor(t).loose(t, 1000)
+	joiner := newNode(t, roomFor(100))
+	hb := newHost(t)
+	liar := listsOnly{newMemStore()}
+	addAll(liar.memStore, msgs)
+	svc, err := New(hb, liar)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Close() })
+	svc.Join(testSpace, liar.memStore)
+	connect(t, joiner.h, hb)
+	stats, err := joiner.svc.Sync(syncCtx(t), hb.ID(), testSpace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stats.Received != 0 || stats.Missing == 0 || stats.Unsettled != 1 {
+		t.Fatalf("want nothing received, some missing and the rest left to a later session: %+v", stats)
+	}
+	if stats.Rounds > 20 {
+		t.Fatalf("%d rounds with a peer that sends nothing: %+v", stats.Rounds, stats)
+	}
+}
