@@ -282,6 +282,33 @@ func TestSessionRates(t *testing.T) {
 	}
 }
 
+// TestBusyCostsNoSpaceToken: sessions refused because one of the space
+// is running (initiators retry those) cost the space none of its rate:
+// once it ends, the space's burst is still there for others.
+func TestBusyCostsNoSpaceToken(t *testing.T) {
+	t.Parallel()
+	d := newNode(t, WithSessionRates(rate.Rate{}, rate.Rate{PerSecond: 0.01, Burst: 2}))
+	peers := []*node{newNode(t), newNode(t), newNode(t)}
+	for _, n := range peers {
+		connect(t, n.h, d.h)
+	}
+	l := d.svc.lock(testSpace) // a session of the space runs
+	l <- struct{}{}
+	for i := range 6 {
+		if _, err := peers[i%2].svc.Sync(syncCtx(t), d.h.ID(), testSpace); !errors.Is(err, errBusy) {
+			t.Fatalf("attempt %d while the space's session runs: %v, want busy", i, err)
+		}
+	}
+	<-l
+	for i, n := range peers {
+		waitIdle(t, d)
+		_, err := n.svc.Sync(syncCtx(t), d.h.ID(), testSpace)
+		if wantBusy := i == 2; errors.Is(err, errBusy) != wantBusy {
+			t.Errorf("session %d after the space's session ended (burst of 2): %v", i, err)
+		}
+	}
+}
+
 // waitIdle waits until n runs no sync session, either side.
 func waitIdle(t *testing.T, n *node) {
 	t.Helper()

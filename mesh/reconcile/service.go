@@ -730,12 +730,10 @@ func (s *Service) answer(ctx context.Context, str network.Stream, stats *Stats) 
 	case err != nil:
 		return h.space, err
 	}
-	if !s.admit(str.Conn().RemotePeer(), h.space) {
-		done()
-		return h.space, c.send((&reply{status: statusBusy}).encode())
-	}
 	defer done()
-	defer context.AfterFunc(sctx, func() { _ = str.Reset() })() // left meanwhile
+	// The space's session first, then its token: a session refused
+	// because another of the space is running (peers retry those) costs
+	// the space none of its rate.
 	l := s.lock(h.space)
 	select {
 	case l <- struct{}{}:
@@ -743,6 +741,10 @@ func (s *Service) answer(ctx context.Context, str network.Stream, stats *Stats) 
 	default:
 		return h.space, c.send((&reply{status: statusBusy}).encode())
 	}
+	if !s.admit(str.Conn().RemotePeer(), h.space) {
+		return h.space, c.send((&reply{status: statusBusy}).encode())
+	}
+	defer context.AfterFunc(sctx, func() { _ = str.Reset() })() // left meanwhile
 	defer s.answering(str.Conn().RemotePeer(), h.space)()
 	left, end := s.track(h.space, str.Conn().RemotePeer())
 	defer func() { end(stats, err) }()
