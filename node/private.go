@@ -373,7 +373,7 @@ func (n *Node) ingestPrivate(ctx context.Context, s *privSpace, m *protocol.Mess
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if !s.graph.Has(m.ID) {
-			n.ingestLocked(ctx, s, n.accepted(ctx, s, m), nil)
+			n.storedLocked(ctx, s, m)
 		}
 		return e, added, nil
 	}
@@ -391,7 +391,7 @@ func (n *Node) ingestPrivate(ctx context.Context, s *privSpace, m *protocol.Mess
 			// graph must have, or every send after would name its
 			// parents (parentsFor) and be refused. The send still fails:
 			// it is not known to be on disk.
-			n.ingestLocked(ctx, s, n.accepted(ctx, s, m), nil)
+			n.storedLocked(ctx, s, m)
 			return e, added, err
 		}
 		if early(m, via) {
@@ -399,10 +399,15 @@ func (n *Node) ingestPrivate(ctx context.Context, s *privSpace, m *protocol.Mess
 		}
 		return e, added, err
 	}
-	// The messages held for m, as a sync exchange's (logged, not
-	// returned, if refused).
-	n.ingestLocked(ctx, s, n.accepted(ctx, s, m), nil)
+	n.storedLocked(ctx, s, m)
 	return e, added, nil
+}
+
+// storedLocked adds m, stored, to s's graph (see accepted) and decides
+// the messages held for it, as a sync exchange's (logged, not returned,
+// if refused). s.mu is held.
+func (n *Node) storedLocked(ctx context.Context, s *privSpace, m *protocol.Message) {
+	n.ingestLocked(ctx, s, n.accepted(ctx, s, m), nil)
 }
 
 // ingestPrivateBatch is ingest, via "mesh", for ms, messages of private
