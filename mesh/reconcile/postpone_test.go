@@ -1,8 +1,11 @@
 package reconcile
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
 
 	"github.com/weftmesh/weft/protocol"
 )
@@ -53,6 +56,98 @@ func TestPostponedRangesReopened(t *testing.T) {
 		if stats.Postponed == 0 || stats.Unsettled != 0 {
 			t.Fatalf("joiner starts %v: want ranges postponed and none left: %+v", joinerStarts, stats)
 		}
+	}
+}
+
+// TestPostponedLastExchangeLarge: as TestPostponedRangesReopened, but the
+// peer sends as many messages as there is room for in one exchange: the
+// exchange that brings the last ones asked for leaves the room full while
+// they are stored, and the answer that would end the session offers what
+// was put off instead (from an adversarial review: the session ended
+// after one room's worth).
+func TestPostponedLastExchangeLarge(t *testing.T) {
+	t.Parallel()
+	const n = 2000
+	msgs := newAuthor(t).loose(t, n)
+	size := len(msgs[0].Encode())
+	for _, joinerStarts := range []bool{true, false} {
+		joiner := newNode(t, roomFor(100), fewPerExchange(100, size))
+		member := newNode(t, fewPerExchange(100, size))
+		connect(t, joiner.h, member.h)
+		addAll(member.st, msgs)
+		var stats Stats
+		var err error
+		if joinerStarts {
+			stats, err = joiner.svc.Sync(syncCtx(t), member.h.ID(), testSpace)
+		} else {
+			_, err = member.svc.Sync(syncCtx(t), joiner.h.ID(), testSpace)
+			for deadline := time.Now().Add(10 * time.Second); joiner.svc.Totals().Sessions == 0 && time.Now().Before(deadline); {
+				time.Sleep(5 * time.Millisecond)
+			}
+			stats = joiner.svc.Totals()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if held := len(joiner.st.ids(testSpace)); held != n || stats.Unsettled != 0 {
+			t.Errorf("joiner starts %v: holds %d of %d after one session: %+v", joinerStarts, held, n, stats)
+		}
+	}
+}
+
+// TestTriggerNoRerunOnReplays: a peer that, in every session, sends again a
+// message this node holds and lists more IDs than there is room for (so
+// the session ends with ranges put off, and a message "received") gets
+// no second session from one Trigger: a rerun needs this node to hold
+// more than before (from an adversarial review: one Trigger ran ~700
+// sessions in 3 s, back to back).
+func TestTriggerNoRerunOnReplays(t *testing.T) {
+	t.Parallel()
+	m := newAuthor(t).loose(t, 1)[0]
+	wire := m.Encode()
+	a := newNode(t, roomFor(4))
+	addAll(a.st, []*protocol.Message{m})
+	evil := newHost(t)
+	var sessions atomic.Int64
+	evil.SetStreamHandler(Protocol, func(s network.Stream) {
+		defer s.Close()
+		r, w, floor, ok := acceptHello(s)
+		if !ok {
+			return
+		}
+		sessions.Add(1)
+		fake := make([]protocol.ID, 10)
+		for i := range fake {
+			fake[i] = protocol.ID{0xee, byte(i + 1)}
+		}
+		for _, x := range []*exchange{
+			{msgs: [][]byte{wire}, ranges: []rng{{upper: protocol.MaxSyncKey, mode: modeIDList, ids: fake}}},
+			{msgs: [][]byte{wire}},
+			{},
+		} {
+			if writeFrame(w, x.encode(floor)) != nil || w.Flush() != nil {
+				return
+			}
+			if _, err := readFrame(r, maxFrame); err != nil {
+				return
+			}
+		}
+	})
+	connect(t, a.h, evil)
+	a.svc.Trigger(evil.ID(), testSpace)
+	for deadline := time.Now().Add(10 * time.Second); sessions.Load() == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("no session after 10 s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// Back to back, the old loop ran hundreds of sessions in a second.
+	time.Sleep(time.Second)
+	if n := sessions.Load(); n != 1 {
+		t.Errorf("one Trigger ran %d sessions with a peer that replays a message this node holds: %+v", n, a.svc.Totals())
+	}
+	if st := a.svc.Totals(); st.Unsettled == 0 {
+		t.Errorf("the session did not end with ranges put off, so the test shows nothing: %+v", st)
 	}
 }
 

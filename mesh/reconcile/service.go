@@ -135,7 +135,7 @@ type Stats struct {
 	Missing       int // asked for, and the peer answered it had none (or no room left)
 	Unserved      int // the peer asked for these, and the session's byte budget was spent
 	Postponed     int // peer's ranges put off: their IDs found no room among those asked for
-	Unsettled     int // 1 if some of them were never offered again before the end (a later session asks)
+	Unsettled     int // 1 if some of them were never offered again before the end (Trigger runs another if the session added messages; else the next sync does)
 }
 
 func (a *Stats) add(b Stats) {
@@ -508,11 +508,17 @@ func (s *Service) Trigger(p peer.ID, space protocol.ID) {
 	go func() {
 		defer s.wg.Done()
 		for {
+			before := s.held(space)
 			st, _ := s.SyncRetrying(s.ctx, p, space) // logged by finish
+			// Again if asked meanwhile, or if the peer sent some of what
+			// we asked for and not the rest (its session budget ran out,
+			// or the session ended with ranges put off): only if this
+			// node holds more than before, since what a peer says it
+			// sent or lacks costs it nothing (a replay of a message we
+			// hold counts as received).
+			more := (st.Missing > 0 || st.Unsettled > 0) && s.held(space) > before
 			s.mu.Lock()
-			// Again if asked meanwhile, or if the peer sent some of what we
-			// asked for and not the rest (its session budget ran out).
-			again := (s.runs[k] || st.Received > 0 && (st.Missing > 0 || st.Unsettled > 0)) && !s.closed
+			again := (s.runs[k] || more) && !s.closed
 			if !again {
 				delete(s.runs, k)
 				s.mu.Unlock()
@@ -522,6 +528,33 @@ func (s *Service) Trigger(p peer.ID, space protocol.ID) {
 			s.mu.Unlock()
 		}
 	}()
+}
+
+// counter is what a Store may also implement: how many messages of a
+// space it holds, at little cost (Summary over the whole space otherwise).
+type counter interface {
+	Count(space protocol.ID) (int, error)
+}
+
+// held returns how many messages of space this node holds, or -1 if the
+// store cannot say.
+func (s *Service) held(space protocol.ID) int {
+	if c, ok := s.st.(counter); ok {
+		n, err := c.Count(space)
+		if err != nil {
+			return -1
+		}
+		return n
+	}
+	floor, err := s.floor(space)
+	if err != nil {
+		return -1
+	}
+	n, _, err := s.st.Summary(space, floor, protocol.MaxSyncKey)
+	if err != nil {
+		return -1
+	}
+	return n
 }
 
 // SyncRetrying is Sync, retried with backoff (up to a dozen times, about
@@ -733,17 +766,20 @@ func (s *Service) answer(ctx context.Context, str network.Stream, stats *Stats) 
 	defer done()
 	// The space's session first, then its token: a session refused
 	// because another of the space is running (peers retry those) costs
-	// the space none of its rate.
+	// the space none of its rate. One refused for the rate lets go of the
+	// lock before it is told so (a peer slow to read that answer must
+	// not hold the space's session).
 	l := s.lock(h.space)
 	select {
 	case l <- struct{}{}:
-		defer func() { <-l }()
 	default:
 		return h.space, c.send((&reply{status: statusBusy}).encode())
 	}
 	if !s.admit(str.Conn().RemotePeer(), h.space) {
+		<-l
 		return h.space, c.send((&reply{status: statusBusy}).encode())
 	}
+	defer func() { <-l }()
 	defer context.AfterFunc(sctx, func() { _ = str.Reset() })() // left meanwhile
 	defer s.answering(str.Conn().RemotePeer(), h.space)()
 	left, end := s.track(h.space, str.Conn().RemotePeer())

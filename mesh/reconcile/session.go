@@ -257,24 +257,27 @@ func (s *session) process(ctx context.Context, in *exchange) (*exchange, error) 
 		lower = r.upper
 	}
 	onlySkips := len(out.ranges) == 0 || len(out.ranges) == 1 && out.ranges[0].mode == modeSkip
-	if onlySkips {
-		reopened, err := s.reopen(out, in)
-		if err != nil {
-			return nil, err
-		}
-		onlySkips = !reopened
-	}
 	// Asked for and not in an exchange in flight (roughly: their messages
 	// are still in wanted).
 	owed := len(s.wanted)
 	for _, d := range s.inflight {
 		owed -= d.count
 	}
-	if len(s.inflight) > 0 && onlySkips && len(s.toWant) == 0 && len(s.toSend) == 0 && len(s.missing) == 0 && owed <= 0 {
+	quiet := onlySkips && len(s.toWant) == 0 && len(s.toSend) == 0 && len(s.missing) == 0 && owed <= 0
+	if len(s.inflight) > 0 && quiet {
 		// Nothing else to say, and the peer owes us nothing more (if it
 		// did, our empty answer would get more messages or missing IDs,
 		// not the end): what these messages lack may be worth asking.
+		// Before reopen: it frees their room, and counts them received.
 		if err := s.settle(); err != nil {
+			return nil, err
+		}
+		quiet = len(s.toWant) == 0
+	}
+	if onlySkips {
+		// quiet: our answer would be empty and so would the peer's, which
+		// ends the session (converse) before an empty in reaches reopen.
+		if _, err := s.reopen(out, in, quiet); err != nil {
 			return nil, err
 		}
 	}
@@ -370,14 +373,15 @@ func (s *session) postpone(lo, hi protocol.SyncKey) {
 // reopen offers the postponed span to the peer again, as out's one range
 // (our count and fingerprint of it, skips around), when out has nothing
 // else to say of ranges, half the room for IDs is free (or the peer has
-// nothing more to send) and a message has been received since the last
-// offer (so that a peer which lists messages and never sends them cannot
-// keep the session going). It reports whether it did.
-func (s *session) reopen(out, in *exchange) (bool, error) {
+// nothing more to send, or quiet: our answer would otherwise be empty,
+// which would end the session) and a message has been received since the
+// last offer (so that a peer which lists messages and never sends them
+// cannot keep the session going). It reports whether it did.
+func (s *session) reopen(out, in *exchange, quiet bool) (bool, error) {
 	if !s.postponed.set {
 		return false, nil
 	}
-	if len(s.wanted) > s.cfg.outstanding/2 && !in.empty() {
+	if len(s.wanted) > s.cfg.outstanding/2 && !in.empty() && !quiet {
 		return false, nil
 	}
 	if s.reopens > 0 && s.stats.Received <= s.reopenedAt {
