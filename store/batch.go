@@ -395,13 +395,8 @@ func (s *Store) writeBatched(txn *badger.Txn, m Message, p batchPlan, named, lin
 		return a, err
 	}
 	a.seq = seq
-	if err := txn.Set(messageKey(m.ID), encodeRecord(m, seq)); err != nil {
-		return a, fmt.Errorf("set message: %w", err)
-	}
-	for i, chunk := range chunks(m.Raw) {
-		if err := txn.Set(dataKey(m.ID, i), chunk); err != nil {
-			return a, fmt.Errorf("set data: %w", err)
-		}
+	if err := setRecord(txn, m, seq); err != nil {
+		return a, err
 	}
 	if err := txn.Set(orderKey(m.Space, seq), m.ID[:]); err != nil {
 		return a, fmt.Errorf("set order: %w", err)

@@ -132,8 +132,10 @@ func checkAllKeys(t *testing.T, s *Store) {
 	}
 	for _, k := range keys[prefixData] {
 		id := protocol.ID(k[1 : 1+protocol.IDSize])
-		if _, ok := recs[id]; !ok {
+		if r, ok := recs[id]; !ok {
 			bad("data key of %x, not stored", id[:4])
+		} else if int(k[len(k)-1]) >= r.chunks {
+			bad("data key %d of %x, whose record has %d chunks", k[len(k)-1], id[:4], r.chunks)
 		}
 	}
 	for _, k := range keys[prefixReply] {

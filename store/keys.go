@@ -11,14 +11,17 @@ import (
 // the parts need no separators and byte order is the natural order.
 //
 //	m id             → message record (see encodeRecord): seq, space, time,
-//	                   expires, prev, reply-to
-//	d id n           → chunk n (one byte) of the message's raw wire bytes, at
-//	                   most dataChunkSize each; the record holds the count.
-//	                   Kept apart from the record so records stay small and
-//	                   inline in the LSM tree (heads and cursors never touch
-//	                   the value log); chunked so a message at the protocol's
-//	                   1 MiB limit fits an in-memory store, whose values must
-//	                   be smaller than 1 MiB.
+//	                   expires, prev, reply-to, size, sender; and the raw
+//	                   wire bytes when record and bytes together stay under
+//	                   Badger's value threshold (most messages: one key, one
+//	                   read; see setRecord)
+//	d id n           → chunk n (one byte) of the raw wire bytes of a larger
+//	                   message, at most dataChunkSize each; the record holds
+//	                   the count. Kept apart from the record so records stay
+//	                   small and inline in the LSM tree (heads and cursors
+//	                   never touch the value log); chunked so a message at
+//	                   the protocol's 1 MiB limit fits an in-memory store,
+//	                   whose values must be smaller than 1 MiB.
 //	i space seq      → message id; the space's order index, read by cursors
 //	h space id       → empty; id is a head of space (no stored message names it in Prev)
 //	c parent child   → empty; child names parent in its Prev (children index)

@@ -219,15 +219,9 @@ func (s *Store) putOnce(m Message, q Quota) (Entry, bool, error) {
 		s.commitMu.Unlock()
 		return Entry{}, false, fmt.Errorf("store: put %s: %w", m.ID, err)
 	}
-	if err := txn.Set(messageKey(m.ID), encodeRecord(m, seq)); err != nil {
+	if err := setRecord(txn, m, seq); err != nil {
 		s.commitMu.Unlock()
-		return Entry{}, false, fmt.Errorf("store: put %s: set message: %w", m.ID, err)
-	}
-	for i, chunk := range chunks(m.Raw) {
-		if err := txn.Set(dataKey(m.ID, i), chunk); err != nil {
-			s.commitMu.Unlock()
-			return Entry{}, false, fmt.Errorf("store: put %s: set data: %w", m.ID, err)
-		}
+		return Entry{}, false, fmt.Errorf("store: put %s: %w", m.ID, err)
 	}
 	if err := txn.Set(orderKey(m.Space, seq), m.ID[:]); err != nil {
 		s.commitMu.Unlock()
@@ -695,20 +689,52 @@ func readEntry(txn *badger.Txn, id protocol.ID) (Entry, error) {
 }
 
 // readEntryRecord decodes message id's record val and reads its raw bytes
-// in txn.
+// in txn (unless the record holds them). val must stay unchanged while
+// the entry is used (its Raw may share it).
 func readEntryRecord(txn *badger.Txn, id protocol.ID, val []byte) (Entry, error) {
 	e, n, err := decodeRecord(id, val)
 	if err != nil {
 		return Entry{}, err
 	}
-	if e.Raw, err = readChunks(txn, id, n); err != nil {
+	if e.Raw, err = readChunks(txn, id, n, e.Raw); err != nil {
 		return Entry{}, err
 	}
 	return e, nil
 }
 
-// readChunks reads the n chunks of message id's raw bytes in txn.
-func readChunks(txn *badger.Txn, id protocol.ID, n int) ([]byte, error) {
+// setRecord writes message m's record, seq its sequence number, into txn,
+// with its raw bytes: in the record itself when both fit under Badger's
+// value threshold (so they stay in the LSM tree, as a small record does,
+// and a read of the message is one read), else under its data keys.
+func setRecord(txn *badger.Txn, m Message, seq uint64) error {
+	inline := inlineRecordSize(m) < valueThreshold
+	if err := txn.Set(messageKey(m.ID), encodeRecord(m, seq, inline)); err != nil {
+		return fmt.Errorf("set message: %w", err)
+	}
+	if inline {
+		return nil
+	}
+	for i, chunk := range chunks(m.Raw) {
+		if err := txn.Set(dataKey(m.ID, i), chunk); err != nil {
+			return fmt.Errorf("set data: %w", err)
+		}
+	}
+	return nil
+}
+
+// inlineRecordSize is the length of encodeRecord(m, seq, true).
+func inlineRecordSize(m Message) int {
+	uv := func(x int) int { return len(binary.AppendUvarint(make([]byte, 0, binary.MaxVarintLen64), uint64(x))) }
+	return recordFixedSize + uv(len(m.Prev)) + len(m.Prev)*protocol.IDSize + uv(len(m.ReplyTo)) +
+		len(m.ReplyTo)*protocol.IDSize + uv(0) + uv(len(m.Raw)) + uv(len(m.From)) + len(m.From) + len(m.Raw)
+}
+
+// readChunks reads the n chunks of message id's raw bytes in txn; inline
+// (the bytes a record holds, see setRecord) when there are none.
+func readChunks(txn *badger.Txn, id protocol.ID, n int, inline []byte) ([]byte, error) {
+	if n == 0 {
+		return inline, nil
+	}
 	var raw []byte
 	for i := range n {
 		chunk, err := get(txn, dataKey(id, i))
@@ -744,28 +770,43 @@ func chunks(raw []byte) [][]byte {
 	return out
 }
 
-// Message record, version 3: version(1) | seq(8, BE) | space(32) |
+// Message record, version 4: version(1) | seq(8, BE) | space(32) |
 // time(8, BE, two's complement) | expires(8, same) | uvarint len(prev) |
 // prev(32 each) | uvarint len(reply-to) | reply-to(32 each) | uvarint number
-// of raw chunks | uvarint raw size | uvarint len(from) | from. The raw
-// bytes are kept under the data keys. Reply-to is kept so that a delete
-// can clean the reply index; size and from so that it can update the
-// usage counters (see usage.go) without reading the raw bytes. Version 2
-// (no size, no from) is still read, and rewritten as version 3 when a
-// store is opened (see migrateUsage); version 1 (before time, expiry and
-// reply-to) is not read.
+// of raw chunks | uvarint raw size | uvarint len(from) | from | raw. The
+// raw bytes are in the record when there are no chunks (and size bytes of
+// them: see setRecord), else under the data keys. Reply-to is kept so that
+// a delete can clean the reply index; size and from so that it can update
+// the usage counters (see usage.go) without reading the raw bytes.
+// Version 3 is version 4 without raw bytes in the record (every record
+// with raw bytes had chunks) and is still read, as version 2 (no size, no
+// from) is, which is rewritten as version 4 when a store is opened (see
+// migrateUsage); version 1 (before time, expiry and reply-to) is not read.
+// A store this version wrote cannot be read by a weft from before it.
 const (
-	recordVersion   = 3
+	recordVersion   = 4
+	recordVersionV3 = 3
 	recordVersionV2 = 2
 )
+
+// valueThreshold is Badger's value threshold (see badgerOptions): values
+// under it stay in the LSM tree, larger ones go to the value log.
+const valueThreshold = 1 * kib
 
 const (
 	recordHeader    = 1 + seqSize + protocol.IDSize
 	recordFixedSize = recordHeader + 2*timeSize
 )
 
-func encodeRecord(m Message, seq uint64) []byte {
-	b := make([]byte, 0, recordFixedSize+5*binary.MaxVarintLen64+(len(m.Prev)+len(m.ReplyTo))*protocol.IDSize+len(m.From))
+// encodeRecord encodes m's record, seq its sequence number: with its raw
+// bytes if inline, else with the number of chunks they take under the
+// data keys.
+func encodeRecord(m Message, seq uint64, inline bool) []byte {
+	n := recordFixedSize + 5*binary.MaxVarintLen64 + (len(m.Prev)+len(m.ReplyTo))*protocol.IDSize + len(m.From)
+	if inline {
+		n += len(m.Raw)
+	}
+	b := make([]byte, 0, n)
 	b = append(b, recordVersion)
 	b = binary.BigEndian.AppendUint64(b, seq)
 	b = append(b, m.Space[:]...)
@@ -773,10 +814,18 @@ func encodeRecord(m Message, seq uint64) []byte {
 	b = binary.BigEndian.AppendUint64(b, uint64(m.Expires))
 	b = appendIDs(b, m.Prev)
 	b = appendIDs(b, m.ReplyTo)
-	b = binary.AppendUvarint(b, uint64(len(chunks(m.Raw))))
+	nchunks := 0
+	if !inline {
+		nchunks = len(chunks(m.Raw))
+	}
+	b = binary.AppendUvarint(b, uint64(nchunks))
 	b = binary.AppendUvarint(b, uint64(len(m.Raw)))
 	b = binary.AppendUvarint(b, uint64(len(m.From)))
-	return append(b, m.From...)
+	b = append(b, m.From...)
+	if inline {
+		b = append(b, m.Raw...)
+	}
+	return b
 }
 
 func appendIDs(b []byte, ids []protocol.ID) []byte {
@@ -794,8 +843,8 @@ func checkRecordHeader(b []byte) error {
 	switch {
 	case len(b) == 0:
 		return fmt.Errorf("%w: empty", errBadRecord)
-	case b[0] != recordVersion && b[0] != recordVersionV2:
-		return fmt.Errorf("%w: version %d, want %d or %d (stores from before version 2 cannot be read)",
+	case b[0] != recordVersion && b[0] != recordVersionV3 && b[0] != recordVersionV2:
+		return fmt.Errorf("%w: version %d, want %d to %d (stores from before version 2 cannot be read)",
 			errBadRecord, b[0], recordVersionV2, recordVersion)
 	case len(b) < recordFixedSize:
 		return fmt.Errorf("%w: %d bytes", errBadRecord, len(b))
@@ -821,8 +870,9 @@ func recordExpired(b []byte, now int64) bool {
 	return m.expired(now)
 }
 
-// decodeRecord decodes the record of message id, returning it with Raw
-// nil and the number of raw chunks.
+// decodeRecord decodes the record of message id, returning it with the
+// number of raw chunks, and Raw the raw bytes if the record holds them
+// (sharing b; no chunks then), else nil.
 func decodeRecord(id protocol.ID, b []byte) (Entry, int, error) {
 	e, n, _, err := decodeRecordSize(id, b)
 	return e, n, err
@@ -863,16 +913,27 @@ func decodeRecordSize(id protocol.ID, b []byte) (Entry, int, int64, error) {
 		return e, int(chunks), -1, nil
 	}
 	size, w := binary.Uvarint(rest)
-	if w <= 0 || size > chunks*dataChunkSize || (chunks > 0 && size <= (chunks-1)*dataChunkSize) {
+	inline := version == recordVersion && chunks == 0
+	if w <= 0 || !inline && (size > chunks*dataChunkSize || (chunks > 0 && size <= (chunks-1)*dataChunkSize)) {
 		return bad("size")
 	}
 	rest = rest[w:]
 	n, w := binary.Uvarint(rest)
-	if w <= 0 || n != uint64(len(rest)-w) {
+	if w <= 0 || n > uint64(len(rest)-w) {
 		return bad("from")
 	}
+	rest = rest[w:]
 	if n > 0 {
-		e.From = string(rest[w:])
+		e.From = string(rest[:n])
+	}
+	rest = rest[n:]
+	switch {
+	case !inline && len(rest) != 0:
+		return bad("from")
+	case inline && uint64(len(rest)) != size:
+		return bad("size")
+	case inline && size > 0:
+		e.Raw = rest
 	}
 	return e, int(chunks), int64(size), nil
 }

@@ -60,7 +60,8 @@ func (s *Store) migrateUsage() error {
 				}
 				m := e.Message
 				m.Raw = make([]byte, size) // only its length is encoded
-				rewrites[id] = encodeRecord(m, uint64(e.Cursor))
+				// Its bytes stay under its data keys.
+				rewrites[id] = encodeRecord(m, uint64(e.Cursor), false)
 			}
 			delta.add(e.Space, e.From, size)
 			migrated++

@@ -90,7 +90,7 @@ const (
 // mostly keys and small index values.
 func badgerOptions(opts Options, logger *slog.Logger) badger.Options {
 	dir := opts.Dir
-	threshold := int64(1 * kib)
+	threshold := int64(valueThreshold)
 	memtable := int64(4 * mib)
 	if opts.InMemory {
 		dir = "" // badger refuses a directory in memory mode

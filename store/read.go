@@ -110,7 +110,7 @@ func (s *Store) readWithin(space protocol.ID, after Cursor, since uint64, limit,
 				cut = true // known from the record: its bytes stay unread
 				return nil
 			}
-			if e.Raw, err = readChunks(txn, id, chunks); err != nil {
+			if e.Raw, err = readChunks(txn, id, chunks, e.Raw); err != nil {
 				return fmt.Errorf("order entry %d: %w", seq, err)
 			}
 			if w := len(e.Raw) + overhead; maxBytes >= 0 && len(entries) > 0 && weight+w > maxBytes {

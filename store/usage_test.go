@@ -88,12 +88,7 @@ func TestUsageMigration(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			e, n, err := decodeRecord(m.ID, val)
-			if err != nil {
-				return err
-			}
-			v2 := encodeRecordV2(e.Message, uint64(e.Cursor), n)
-			if err := txn.Set(messageKey(m.ID), v2); err != nil {
+			if err := setRecordV2(txn, m.ID, val); err != nil {
 				return err
 			}
 		}
@@ -157,6 +152,24 @@ func encodeRecordV2(m Message, seq uint64, chunks int) []byte {
 	return binary.AppendUvarint(b, uint64(chunks))
 }
 
+// setRecordV2 rewrites message id's record val as a version 2 record, as
+// an old store held it: its raw bytes under the data keys.
+func setRecordV2(txn *badger.Txn, id protocol.ID, val []byte) error {
+	e, n, err := decodeRecord(id, val)
+	if err != nil {
+		return err
+	}
+	if n == 0 && len(e.Raw) > 0 { // held in the record (version 4)
+		for i, chunk := range chunks(e.Raw) {
+			if err := txn.Set(dataKey(id, i), chunk); err != nil {
+				return err
+			}
+			n = i + 1
+		}
+	}
+	return txn.Set(messageKey(id), encodeRecordV2(e.Message, uint64(e.Cursor), n))
+}
+
 // TestDeleteV2Record: a version 2 record met by a delete (should one be
 // left) is counted from its raw bytes.
 func TestDeleteV2Record(t *testing.T) {
@@ -170,8 +183,7 @@ func TestDeleteV2Record(t *testing.T) {
 	}
 	_ = s.db.Update(func(txn *badger.Txn) error {
 		val, _ := get(txn, messageKey(m.ID))
-		e, n, _ := decodeRecord(m.ID, val)
-		return txn.Set(messageKey(m.ID), encodeRecordV2(e.Message, uint64(e.Cursor), n))
+		return setRecordV2(txn, m.ID, val)
 	})
 	if _, err := s.deleteMessages([]protocol.ID{m.ID}); err != nil {
 		t.Fatal(err)
