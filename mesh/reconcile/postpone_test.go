@@ -24,75 +24,55 @@ func fewPerExchange(k, size int) Option {
 // at once fetches a history of 2,000 messages that name no parent (so
 // that no chase of parents can find them) in one session, whichever side
 // starts it: the ranges it had no room for are put off and offered again,
-// not answered as settled and forgotten.
+// not answered as settled and forgotten. With 100 messages an exchange,
+// the exchange that brings the last ones asked for leaves the room full
+// while they are stored, and the answer that would end the session offers
+// what was put off instead (from an adversarial review: the session ended
+// after one room's worth).
 func TestPostponedRangesReopened(t *testing.T) {
 	t.Parallel()
 	const n = 2000
 	msgs := newAuthor(t).loose(t, n)
 	size := len(msgs[0].Encode())
-	for _, joinerStarts := range []bool{true, false} {
-		joiner := newNode(t, roomFor(100), fewPerExchange(20, size))
-		member := newNode(t, fewPerExchange(20, size))
-		connect(t, joiner.h, member.h)
-		addAll(member.st, msgs)
-		var stats Stats
-		var err error
-		if joinerStarts {
-			stats, err = joiner.svc.Sync(syncCtx(t), member.h.ID(), testSpace)
-		} else {
-			_, err = member.svc.Sync(syncCtx(t), joiner.h.ID(), testSpace)
-			// The joiner's side of the session is counted as it ends.
-			for deadline := time.Now().Add(10 * time.Second); joiner.svc.Totals().Sessions == 0 && time.Now().Before(deadline); {
-				time.Sleep(5 * time.Millisecond)
+	for _, perExchange := range []int{20, 100} {
+		for _, joinerStarts := range []bool{true, false} {
+			stats, held := fetchWithRoom(t, msgs, 100, fewPerExchange(perExchange, size), joinerStarts)
+			if held != n || stats.Received != n {
+				t.Errorf("%d an exchange, joiner starts %v: holds %d of %d after one session: %+v", perExchange, joinerStarts, held, n, stats)
 			}
-			stats = joiner.svc.Totals()
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if held := len(joiner.st.ids(testSpace)); held != n || stats.Received != n {
-			t.Fatalf("joiner starts %v: holds %d of %d after one session: %+v", joinerStarts, held, n, stats)
-		}
-		if stats.Postponed == 0 || stats.Unsettled != 0 {
-			t.Fatalf("joiner starts %v: want ranges postponed and none left: %+v", joinerStarts, stats)
+			if stats.Postponed == 0 || stats.Unsettled != 0 {
+				t.Errorf("%d an exchange, joiner starts %v: want ranges postponed and none left: %+v", perExchange, joinerStarts, stats)
+			}
 		}
 	}
 }
 
-// TestPostponedLastExchangeLarge: as TestPostponedRangesReopened, but the
-// peer sends as many messages as there is room for in one exchange: the
-// exchange that brings the last ones asked for leaves the room full while
-// they are stored, and the answer that would end the session offers what
-// was put off instead (from an adversarial review: the session ended
-// after one room's worth).
-func TestPostponedLastExchangeLarge(t *testing.T) {
-	t.Parallel()
-	const n = 2000
-	msgs := newAuthor(t).loose(t, n)
-	size := len(msgs[0].Encode())
-	for _, joinerStarts := range []bool{true, false} {
-		joiner := newNode(t, roomFor(100), fewPerExchange(100, size))
-		member := newNode(t, fewPerExchange(100, size))
-		connect(t, joiner.h, member.h)
-		addAll(member.st, msgs)
-		var stats Stats
-		var err error
-		if joinerStarts {
-			stats, err = joiner.svc.Sync(syncCtx(t), member.h.ID(), testSpace)
-		} else {
-			_, err = member.svc.Sync(syncCtx(t), joiner.h.ID(), testSpace)
-			for deadline := time.Now().Add(10 * time.Second); joiner.svc.Totals().Sessions == 0 && time.Now().Before(deadline); {
-				time.Sleep(5 * time.Millisecond)
-			}
-			stats = joiner.svc.Totals()
+// fetchWithRoom runs one session between a member holding msgs and a
+// joiner with room for room IDs asked for at once (both with opt),
+// started by the joiner or the member, and returns the joiner's stats of
+// it and how many messages it holds.
+func fetchWithRoom(t *testing.T, msgs []*protocol.Message, room int, opt Option, joinerStarts bool) (Stats, int) {
+	t.Helper()
+	joiner := newNode(t, roomFor(room), opt)
+	member := newNode(t, opt)
+	connect(t, joiner.h, member.h)
+	addAll(member.st, msgs)
+	var stats Stats
+	var err error
+	if joinerStarts {
+		stats, err = joiner.svc.Sync(syncCtx(t), member.h.ID(), testSpace)
+	} else {
+		_, err = member.svc.Sync(syncCtx(t), joiner.h.ID(), testSpace)
+		// The joiner's side of the session is counted as it ends.
+		for deadline := time.Now().Add(10 * time.Second); joiner.svc.Totals().Sessions == 0 && time.Now().Before(deadline); {
+			time.Sleep(5 * time.Millisecond)
 		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if held := len(joiner.st.ids(testSpace)); held != n || stats.Unsettled != 0 {
-			t.Errorf("joiner starts %v: holds %d of %d after one session: %+v", joinerStarts, held, n, stats)
-		}
+		stats = joiner.svc.Totals()
 	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return stats, len(joiner.st.ids(testSpace))
 }
 
 // TestTriggerNoRerunOnReplays: a peer that, in every session, sends again a
