@@ -16,8 +16,9 @@ import (
 //	                   Badger's value threshold (most messages: one key, one
 //	                   read; see setRecord)
 //	d id n           → chunk n (one byte) of the raw wire bytes of a larger
-//	                   message, at most dataChunkSize each; the record holds
-//	                   the count. Kept apart from the record so records stay
+//	                   message (and of any message a version 2 or 3 record,
+//	                   from an older store, describes), at most
+//	                   dataChunkSize each; the record holds the count. Kept apart from the record so records stay
 //	                   small and inline in the LSM tree (heads and cursors
 //	                   never touch the value log); chunked so a message at
 //	                   the protocol's 1 MiB limit fits an in-memory store,

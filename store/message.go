@@ -782,7 +782,8 @@ func chunks(raw []byte) [][]byte {
 // with raw bytes had chunks) and is still read, as version 2 (no size, no
 // from) is, which is rewritten as version 4 when a store is opened (see
 // migrateUsage); version 1 (before time, expiry and reply-to) is not read.
-// A store this version wrote cannot be read by a weft from before it.
+// A weft from before version 4 opens a store this version wrote but
+// refuses its version 4 records by name: no downgrade.
 const (
 	recordVersion   = 4
 	recordVersionV3 = 3

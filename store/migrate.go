@@ -13,8 +13,9 @@ import (
 const usageVersion = 1
 
 // migrateUsage makes sure the usage counters exist: in a store written
-// before them, it rewrites every version 2 message record as version 3
-// (adding its size and sender) and counts every message into the
+// before them, it rewrites every version 2 message record as version 4
+// (adding its size and sender; its bytes stay under its data keys) and
+// counts every message into the
 // counters, then records usageVersion. It runs once, at Open, before
 // anything else uses the store.
 func (s *Store) migrateUsage() error {

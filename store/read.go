@@ -100,14 +100,14 @@ func (s *Store) readWithin(space protocol.ID, after Cursor, since uint64, limit,
 			}
 			if recordExpired(val, now) {
 				next = Cursor(seq)
-				continue // not reading its raw bytes
+				continue // not reading its raw bytes (unless its record holds them)
 			}
 			e, chunks, size, err := decodeRecordSize(id, val)
 			if err != nil {
 				return fmt.Errorf("order entry %d: %w", seq, err)
 			}
 			if size >= 0 && maxBytes >= 0 && len(entries) > 0 && int64(weight)+size+int64(overhead) > int64(maxBytes) {
-				cut = true // known from the record: its bytes stay unread
+				cut = true // known from the record: its data keys stay unread
 				return nil
 			}
 			if e.Raw, err = readChunks(txn, id, chunks, e.Raw); err != nil {
