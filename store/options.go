@@ -170,13 +170,16 @@ func badgerOptions(opts Options, logger *slog.Logger) badger.Options {
 		// in parallel): 1 client made 546-943 sends/s at 490-697 us of
 		// daemon CPU per send, against 1,230-1,429 at 391-508.
 		WithValueThreshold(threshold).
-		// Bloom filters stay at Badger's 1% false positives. At 0.1% a Put's
-		// read of a key that is not there (a new message's m and r keys;
-		// BenchmarkHasAbsent) took 3.8-4.1 us of CPU instead of 5.9-6.2,
-		// with the filters ~14 bits a key instead of ~10, kept with the
-		// tables' indexes in the index cache (8 MiB, above); no end-to-end
-		// gain was measured (weft bench broadcast, sends, catch-up: within
-		// the noise), so the default stays.
+		// Bloom filters of 0.1% false positives, not Badger's 1%: a read
+		// of a key that is not there (a new message's m and r keys, two
+		// per message a Put reads; BenchmarkHasAbsent) checks the filter
+		// of every level-0 table (up to 20, above) and of each level
+		// below, so at 1% about one read in five searched a table for
+		// nothing. ~14 bits a key instead of ~10, kept with the tables'
+		// indexes in the index cache (8 MiB, above). With level 0 at 10
+		// tables no end-to-end gain was measured; at 20, weft bench
+		// --scenarios catchup, three interleaved pairs: see README.
+		WithBloomFalsePositive(0.001).
 		WithNumCompactors(2).
 		WithCompactL0OnClose(true).
 		WithMetricsEnabled(false).
