@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dgraph-io/badger/v4"
 	"github.com/libp2p/go-libp2p/core/crypto"
 
 	"github.com/weftmesh/weft/protocol"
@@ -32,29 +31,7 @@ func TestMigratedV2ReadsBack(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	err := s.db.Update(func(txn *badger.Txn) error {
-		for _, m := range ms {
-			val, err := get(txn, messageKey(m.ID))
-			if err != nil {
-				return err
-			}
-			if err := setRecordV2(txn, m.ID, val); err != nil {
-				return err
-			}
-		}
-		for _, k := range [][]byte{usageKey(sp), senderUsageKey(sp, small.From), usageVersionKey()} {
-			if err := txn.Delete(k); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
+	makeV2Store(t, s, ms, usageKey(sp), senderUsageKey(sp, small.From))
 	s = openAt(t, dir)
 	defer s.Close()
 	checkAllKeys(t, s)
@@ -113,25 +90,7 @@ func TestV3DeletedStoredAgain(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		err := s.db.Update(func(txn *badger.Txn) error {
-			val, err := get(txn, messageKey(m.ID))
-			if err != nil {
-				return err
-			}
-			e, _, err := decodeRecord(m.ID, val)
-			if err != nil {
-				return err
-			}
-			v3 := encodeRecord(m, uint64(e.Cursor), false)
-			v3[0] = recordVersionV3
-			if err := txn.Set(dataKey(m.ID, 0), m.Raw); err != nil {
-				return err
-			}
-			return txn.Set(messageKey(m.ID), v3)
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		storeAsV3(t, s, m)
 		checkAllKeys(t, s)
 		if n := dataKeys(t, s, big.ID); n != 2 {
 			t.Errorf("mem %v: big: %d data keys, want 2", mem, n)

@@ -32,6 +32,31 @@ func dataKeys(t *testing.T, s *Store, id protocol.ID) int {
 	return n
 }
 
+// storeAsV3 rewrites stored message m (of at most one chunk) as version 3
+// stored it: its record without its bytes, and them under a data key.
+func storeAsV3(t *testing.T, s *Store, m Message) {
+	t.Helper()
+	err := s.db.Update(func(txn *badger.Txn) error {
+		val, err := get(txn, messageKey(m.ID))
+		if err != nil {
+			return err
+		}
+		e, _, err := decodeRecord(m.ID, val)
+		if err != nil {
+			return err
+		}
+		v3 := encodeRecord(m, uint64(e.Cursor), false)
+		v3[0] = recordVersionV3
+		if err := txn.Set(dataKey(m.ID, 0), m.Raw); err != nil {
+			return err
+		}
+		return txn.Set(messageKey(m.ID), v3)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestRecordInline: a message whose record and raw bytes fit under the
 // value threshold is one key (its record holds the bytes), a larger one
 // keeps them under its data keys, and a record of version 3 (an older
@@ -51,26 +76,7 @@ func TestRecordInline(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// old as version 3 wrote it.
-	err := s.db.Update(func(txn *badger.Txn) error {
-		val, err := get(txn, messageKey(old.ID))
-		if err != nil {
-			return err
-		}
-		e, _, err := decodeRecord(old.ID, val)
-		if err != nil {
-			return err
-		}
-		v3 := encodeRecord(old, uint64(e.Cursor), false)
-		v3[0] = recordVersionV3
-		if err := txn.Set(dataKey(old.ID, 0), old.Raw); err != nil {
-			return err
-		}
-		return txn.Set(messageKey(old.ID), v3)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	storeAsV3(t, s, old)
 	for _, c := range []struct {
 		name string
 		m    Message

@@ -81,30 +81,7 @@ func TestUsageMigration(t *testing.T) {
 		t.Fatal(err)
 	}
 	want, _ := s.Usage(sp)
-	// Make it an old store: version 2 records, no counters.
-	err := s.db.Update(func(txn *badger.Txn) error {
-		for _, m := range append(msgs, junk) {
-			val, err := get(txn, messageKey(m.ID))
-			if err != nil {
-				return err
-			}
-			if err := setRecordV2(txn, m.ID, val); err != nil {
-				return err
-			}
-		}
-		for _, k := range [][]byte{usageKey(sp), senderUsageKey(sp, msgs[0].From), senderUsageKey(sp, ""), usageVersionKey()} {
-			if err := txn.Delete(k); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
+	makeV2Store(t, s, append(msgs, junk), usageKey(sp), senderUsageKey(sp, msgs[0].From), senderUsageKey(sp, ""))
 
 	s = openAt(t, dir)
 	defer s.Close()
@@ -150,6 +127,36 @@ func encodeRecordV2(m Message, seq uint64, chunks int) []byte {
 	b = appendIDs(b, m.Prev)
 	b = appendIDs(b, m.ReplyTo)
 	return binary.AppendUvarint(b, uint64(chunks))
+}
+
+// makeV2Store makes s a store from before the usage counters: ms's
+// records of version 2 (their bytes under data keys), the counters keys
+// and the counters' version gone. It closes s.
+func makeV2Store(t *testing.T, s *Store, ms []Message, counters ...[]byte) {
+	t.Helper()
+	err := s.db.Update(func(txn *badger.Txn) error {
+		for _, m := range ms {
+			val, err := get(txn, messageKey(m.ID))
+			if err != nil {
+				return err
+			}
+			if err := setRecordV2(txn, m.ID, val); err != nil {
+				return err
+			}
+		}
+		for _, k := range append(counters, usageVersionKey()) {
+			if err := txn.Delete(k); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // setRecordV2 rewrites message id's record val as a version 2 record, as
