@@ -54,6 +54,7 @@ func TestCircuitRedial(t *testing.T) {
 			History:         emptyHistory{},
 			SpaceRendezvous: func(protocol.ID) string { return "" },
 			OnSync:          onSync,
+			PunchAgain:      -1, // its dials are punch_test.go's
 		}
 	}
 	var refuseB atomic.Bool // a's access rule refuses b
@@ -133,6 +134,7 @@ func TestCircuitFlapBacksOff(t *testing.T) {
 			ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"}, Reachability: ReachabilityPrivate,
 			Gater: coneNAT{relay.ID()}, History: emptyHistory{},
 			SpaceRendezvous: func(protocol.ID) string { return "" },
+			PunchAgain:      -1, // its dials would count here
 		}
 	}
 	a, _ := newTestMesh(t, natted(), relay)

@@ -165,6 +165,12 @@ type Config struct {
 	// OnSync, when set, is told of every sync session that ends, either
 	// side (see reconcile.WithOnSession).
 	OnSync func(reconcile.Session)
+	// PunchAgain is how long a peer may be reached only through relays
+	// before this node has hole punching tried again with it; the wait
+	// doubles after each try, up to 8 minutes (see Mesh.punchLoop). 0
+	// means DefaultPunchAgain; negative, never (libp2p's one try per
+	// circuit only).
+	PunchAgain time.Duration
 }
 
 // ConnLimits limit the connections peers open to this node. Peer IDs cost
@@ -314,6 +320,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.SyncInterval == 0 {
 		c.SyncInterval = DefaultSyncInterval
+	}
+	if c.PunchAgain == 0 {
+		c.PunchAgain = DefaultPunchAgain
 	}
 	return c
 }

@@ -198,6 +198,9 @@ func New(ctx context.Context, key crypto.PrivKey, cfg Config) (_ *Mesh, err erro
 	}
 
 	m.wg.Go(func() { m.bootstrapLoop(runCtx) })
+	if cfg.PunchAgain > 0 {
+		m.wg.Go(func() { m.punchLoop(runCtx, &puncher{first: cfg.PunchAgain}) })
+	}
 	m.log.Info("mesh started", "id", h.ID(), "addrs", h.Addrs(), "dht_mode", cfg.DHTMode, "mdns", m.mdns != nil, "relay", cfg.Relay)
 	if cfg.NetworkKey != nil {
 		m.log.Info("private network: TCP only, peers without the key cannot connect", "key_fingerprint", NetworkKeyFingerprint(cfg.NetworkKey))

@@ -130,7 +130,7 @@ func TestNAT(t *testing.T) {
 func sealedThroughRelay(t *testing.T, relay, a, c *node) {
 	t.Helper()
 	ctx := context.Background()
-	if p := path(t, a, c); p != "relayed" {
+	if p := settled(t, a, c); p != "relayed" {
 		t.Fatalf("a – c is %s: the check needs the relay between them", p)
 	}
 	sp, err := a.Client.CreateSealed(ctx, "sealed-nat")
@@ -165,7 +165,7 @@ func sealedThroughRelay(t *testing.T, relay, a, c *node) {
 			return got == 2, fmt.Sprintf("%d of 2 among %d", got, len(page.Messages))
 		})
 	}
-	if p := path(t, a, c); p != "relayed" {
+	if p := settled(t, a, c); p != "relayed" {
 		t.Fatalf("a – c became %s: the relay may have carried nothing", p)
 	}
 	sps, err := relay.Client.Spaces(ctx)
@@ -217,6 +217,19 @@ func dm(t *testing.T, from, to *node, text string) time.Duration {
 
 // path says how from is connected to to: "direct", "relayed" or "none".
 func path(t *testing.T, from, to *node) string { return kind(link(t, from, to)) }
+
+// settled is path, waiting out a moment with no connection: a node closes
+// an idle circuit to dial it again when it has hole punching tried again
+// (mesh.Config.PunchAgain).
+func settled(t *testing.T, from, to *node) string {
+	t.Helper()
+	var p string
+	testbed.Poll(t, 15*time.Second, from.name+"–"+to.name+" connected", func() (bool, string) {
+		p = path(t, from, to)
+		return p != "none", p
+	})
+	return p
+}
 
 // describe says how from is connected to to, with the connections'
 // direction and remote addresses.

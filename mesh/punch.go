@@ -1,0 +1,163 @@
+package mesh
+
+import (
+	"bytes"
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// Hole punching again (see punchLoop).
+const (
+	// DefaultPunchAgain is Config.PunchAgain's default.
+	DefaultPunchAgain = 15 * time.Second
+	// punchMax caps the wait between two tries for one peer. A circuit
+	// lasts relayConnDuration at most, and a new one brings a try of
+	// libp2p's own.
+	punchMax = 8 * time.Minute
+	// punchDialTimeout bounds one try's dial.
+	punchDialTimeout = 15 * time.Second
+)
+
+// puncher is what punchLoop keeps: the peers this node reaches only
+// through relays, with when each is to be tried next.
+type puncher struct {
+	first time.Duration // Config.PunchAgain
+	mu    sync.Mutex
+	m     map[peer.ID]*punchPeer
+}
+
+// punchPeer is a relayed peer's state.
+type punchPeer struct {
+	next  time.Time     // when to try next
+	wait  time.Duration // the wait after the next try; doubles, up to punchMax
+	tries int           // tries so far
+	busy  bool          // a try is under way
+}
+
+// due takes the peers this node reaches only through relays now
+// (relayed) and returns those whose try is due at now, marked busy. A peer
+// seen relayed for the first time is due first later; one no longer in
+// relayed (a direct connection, none at all) and not being tried is
+// forgotten, so that it starts again from first if it is relayed again.
+func (p *puncher) due(relayed []peer.ID, now time.Time) []peer.ID {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	in := make(map[peer.ID]bool, len(relayed))
+	var out []peer.ID
+	for _, id := range relayed {
+		in[id] = true
+		pp, ok := p.m[id]
+		if !ok {
+			if p.m == nil {
+				p.m = make(map[peer.ID]*punchPeer)
+			}
+			p.m[id] = &punchPeer{next: now.Add(p.first), wait: 2 * p.first}
+			continue
+		}
+		if pp.busy || now.Before(pp.next) {
+			continue
+		}
+		pp.busy = true
+		out = append(out, id)
+	}
+	for id, pp := range p.m {
+		if !in[id] && !pp.busy { // a try closes the circuit before it dials
+			delete(p.m, id)
+		}
+	}
+	return out
+}
+
+// later puts a due try for id off to the next check.
+func (p *puncher) later(id peer.ID) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if pp, ok := p.m[id]; ok {
+		pp.busy = false
+	}
+}
+
+// tried notes that a try for id ended at now: the next is a doubled wait
+// away.
+func (p *puncher) tried(id peer.ID, now time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pp, ok := p.m[id]
+	if !ok {
+		return
+	}
+	pp.busy = false
+	pp.tries++
+	pp.next = now.Add(pp.wait)
+	pp.wait = min(2*pp.wait, punchMax)
+}
+
+// punchLoop has hole punching tried again with the peers this node reaches
+// only through relays. libp2p's DCUtR tries once per inbound circuit (three
+// rounds, within seconds) and never again on it: a pair whose one try
+// failed (a handshake that raced identify or the other side's first
+// public address, a packet lost under load) stays relayed until the relay
+// ends the circuit (relayConnDuration), its calls and sync slower and
+// bounded by the relay's limits. A peer reached only through relays for
+// Config.PunchAgain gets a new circuit, and again after a wait that
+// doubles up to punchMax: the peer, seeing an inbound circuit, starts
+// DCUtR on it (and when the peer is public, the dial's own try of its
+// direct addresses is enough).
+//
+// libp2p opens no second connection to a peer it is connected to, so the
+// circuit is closed and dialled again through the same relay, and only
+// while no stream is open on it: a call, a sync session or a direct
+// message under way is left alone, and the try waits for the next check.
+// Of two such peers only the one with the lower ID tries, so that their
+// tries do not cross. A peer behind a NAT hole punching cannot cross (a
+// symmetric one) costs a circuit per try, fewer and fewer.
+func (m *Mesh) punchLoop(ctx context.Context, p *puncher) {
+	t := time.NewTicker(max(p.first/3, 100*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for _, id := range p.due(m.relayedLower(), m.now()) {
+			conns := m.h.Network().ConnsToPeer(id)
+			if slices.ContainsFunc(conns, func(c network.Conn) bool { return len(c.GetStreams()) > 0 }) {
+				p.later(id)
+				continue
+			}
+			// The circuits' own addresses lead back through the same
+			// relays, whichever side dialled them.
+			ai := peer.AddrInfo{ID: id}
+			for _, c := range conns {
+				ai.Addrs = append(ai.Addrs, c.RemoteMultiaddr())
+				_ = c.Close()
+			}
+			m.wg.Go(func() {
+				dctx, cancel := context.WithTimeout(network.WithAllowLimitedConn(ctx, "weft: hole punching again"), punchDialTimeout)
+				err := m.h.Connect(dctx, ai)
+				cancel()
+				m.log.Debug("hole punching tried again", "peer", id, "err", err)
+				p.tried(id, m.now())
+			})
+		}
+	}
+}
+
+// relayedLower returns the connected peers this node reaches only through
+// relays and whose ID is above its own (see punchLoop).
+func (m *Mesh) relayedLower() []peer.ID {
+	self := []byte(m.h.ID())
+	var out []peer.ID
+	for _, id := range m.h.Network().Peers() {
+		if bytes.Compare(self, []byte(id)) < 0 && m.h.Network().Connectedness(id) == network.Limited {
+			out = append(out, id)
+		}
+	}
+	return out
+}

@@ -1,0 +1,127 @@
+package mesh
+
+import (
+	"bytes"
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// TestPunchAgain: two nodes behind NATs reach each other only through a
+// relay, and hole punching does not make them direct (here, on loopback,
+// libp2p does not even try: it punches only from public addresses). The
+// one with the lower ID dials the other again after Config.PunchAgain and
+// then after waits that double, each dial a new circuit on which the other
+// side would start DCUtR again; the one with the higher ID dials no more
+// than the once it was asked to.
+func TestPunchAgain(t *testing.T) {
+	relay, _ := newTestMesh(t, Config{Reachability: ReachabilityPublic, Relay: RelayOpen})
+	natted := Config{
+		ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"}, Reachability: ReachabilityPrivate,
+		Gater: coneNAT{relay.ID()}, PunchAgain: 300 * time.Millisecond,
+	}
+	lo, _ := newTestMesh(t, natted, relay)
+	hi, _ := newTestMesh(t, natted, relay)
+	if bytes.Compare([]byte(lo.ID()), []byte(hi.ID())) > 0 {
+		lo, hi = hi, lo
+	}
+	outbound := func(from, to *Mesh) *atomic.Int64 {
+		var n atomic.Int64
+		from.h.Network().Notify(&network.NotifyBundle{ConnectedF: func(_ network.Network, c network.Conn) {
+			if c.RemotePeer() == to.ID() && c.Stat().Direction == network.DirOutbound {
+				if !isCircuit(c.RemoteMultiaddr()) {
+					t.Errorf("%s reached %s directly at %s: the gate should refuse that", from.ID(), to.ID(), c.RemoteMultiaddr())
+				}
+				n.Add(1)
+			}
+		}})
+		return &n
+	}
+	byLo, byHi := outbound(lo, hi), outbound(hi, lo)
+
+	// hi reaches lo through the relay, once lo's reservation is made.
+	waitFor(t, 30*time.Second, "hi reaches lo through the relay", func() bool {
+		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+		defer cancel()
+		return hi.Dial(ctx, lo.ID()) == nil
+	})
+	if c := lo.h.Network().Connectedness(hi.ID()); c != network.Limited {
+		t.Fatalf("lo–hi connectedness %v, want Limited", c)
+	}
+	asked := byHi.Load()
+	t0 := time.Now()
+	// Tries at about 0.3 s, then 0.6 s and 1.2 s later.
+	waitFor(t, 20*time.Second, "lo to dial hi again three times", func() bool { return byLo.Load() >= 3 })
+	took := time.Since(t0)
+	t.Logf("lo dialled hi %d times in %v", byLo.Load(), took.Round(time.Millisecond))
+	if took < 2*300*time.Millisecond {
+		t.Errorf("three tries in %v: the waits between them do not double", took)
+	}
+	if n := byHi.Load(); n != asked {
+		t.Errorf("hi dialled lo %d times more: only the lower ID should", n-asked)
+	}
+	if c := lo.h.Network().Connectedness(hi.ID()); c != network.Limited {
+		t.Errorf("lo–hi connectedness %v after the tries, want Limited", c)
+	}
+}
+
+// TestPuncherDue: when relayed peers are due to be tried, and how the
+// wait grows.
+func TestPuncherDue(t *testing.T) {
+	p := &puncher{first: time.Second}
+	a, b := peer.ID("a"), peer.ID("b")
+	t0 := time.Unix(1000, 0)
+	if got := p.due([]peer.ID{a}, t0); len(got) != 0 {
+		t.Fatalf("a peer just seen relayed is due: %v", got)
+	}
+	if got := p.due([]peer.ID{a, b}, t0.Add(999*time.Millisecond)); len(got) != 0 {
+		t.Fatalf("due before first: %v", got)
+	}
+	if got := p.due([]peer.ID{a, b}, t0.Add(time.Second)); len(got) != 1 || got[0] != a {
+		t.Fatalf("due at first: %v, want [a]", got)
+	}
+	if got := p.due([]peer.ID{a, b}, t0.Add(3*time.Second)); len(got) != 1 || got[0] != b {
+		t.Fatalf("a, whose try is under way, is due again: %v, want [b]", got)
+	}
+	// a's try closed its circuit and is dialling: a is kept meanwhile.
+	if got := p.due(nil, t0.Add(3*time.Second)); len(got) != 0 {
+		t.Fatalf("due with no peer relayed: %v", got)
+	}
+	if _, ok := p.m[a]; !ok {
+		t.Fatal("a, being tried, forgotten")
+	}
+	now := t0.Add(4 * time.Second)
+	for i, wait := range []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second} {
+		p.tried(a, now)
+		if got := p.due([]peer.ID{a}, now.Add(wait-time.Millisecond)); len(got) != 0 {
+			t.Fatalf("try %d: due before %v", i+1, wait)
+		}
+		now = now.Add(wait)
+		if got := p.due([]peer.ID{a}, now); len(got) != 1 {
+			t.Fatalf("try %d: not due after %v", i+1, wait)
+		}
+	}
+	// b is gone (not relayed: direct, or disconnected) and no longer
+	// tried: forgotten, so it
+	// starts again from first when it is relayed again.
+	p.tried(b, now)
+	p.due([]peer.ID{a}, now)
+	if _, ok := p.m[b]; ok {
+		t.Fatal("b, no longer relayed, still kept")
+	}
+	if got := p.due([]peer.ID{a, b}, now); len(got) != 0 {
+		t.Fatalf("b due at once after coming back: %v", got)
+	}
+	// The wait stops growing at punchMax.
+	for range 20 {
+		p.tried(a, now)
+		now = now.Add(punchMax)
+		if got := p.due([]peer.ID{a}, now); len(got) != 1 {
+			t.Fatalf("not due %v after a try", punchMax)
+		}
+	}
+}
