@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"encoding/binary"
 	"strings"
 	"testing"
 
@@ -117,5 +118,15 @@ func TestRecordInline(t *testing.T) {
 	}
 	if u, _ := s.Usage(sp); u != (Usage{}) {
 		t.Errorf("usage after deleting all: %+v", u)
+	}
+}
+
+// TestUvarintLen: uvarintLen agrees with binary.AppendUvarint at each
+// length's edges.
+func TestUvarintLen(t *testing.T) {
+	for _, x := range []int{0, 1, 127, 128, 16383, 16384, 1<<21 - 1, 1 << 21, 1<<28 - 1, 1 << 28, 1<<35 - 1, 1 << 35, 1<<62 - 1, 1 << 62} {
+		if got, want := uvarintLen(x), len(binary.AppendUvarint(nil, uint64(x))); got != want {
+			t.Errorf("uvarintLen(%d) = %d, want %d", x, got, want)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 	"slices"
 
 	badger "github.com/dgraph-io/badger/v4"
@@ -724,10 +725,14 @@ func setRecord(txn *badger.Txn, m Message, seq uint64) error {
 
 // inlineRecordSize is the length of encodeRecord(m, seq, true).
 func inlineRecordSize(m Message) int {
-	uv := func(x int) int { return len(binary.AppendUvarint(make([]byte, 0, binary.MaxVarintLen64), uint64(x))) }
+	uv := uvarintLen
 	return recordFixedSize + uv(len(m.Prev)) + len(m.Prev)*protocol.IDSize + uv(len(m.ReplyTo)) +
 		len(m.ReplyTo)*protocol.IDSize + uv(0) + uv(len(m.Raw)) + uv(len(m.From)) + len(m.From) + len(m.Raw)
 }
+
+// uvarintLen is the length of x as binary.AppendUvarint writes it: 7 bits
+// a byte.
+func uvarintLen(x int) int { return (bits.Len64(uint64(x)|1) + 6) / 7 }
 
 // readChunks reads the n chunks of message id's raw bytes in txn; inline
 // (the bytes a record holds, see setRecord) when there are none.

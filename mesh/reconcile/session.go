@@ -277,7 +277,7 @@ func (s *session) process(ctx context.Context, in *exchange) (*exchange, error) 
 	if onlySkips {
 		// quiet: our answer would be empty and so would the peer's, which
 		// ends the session (converse) before an empty in reaches reopen.
-		if _, err := s.reopen(out, in, quiet); err != nil {
+		if err := s.reopen(out, in, quiet); err != nil {
 			return nil, err
 		}
 	}
@@ -376,21 +376,21 @@ func (s *session) postpone(lo, hi protocol.SyncKey) {
 // nothing more to send, or quiet: our answer would otherwise be empty,
 // which would end the session) and a message has been received since the
 // last offer (so that a peer which lists messages and never sends them
-// cannot keep the session going). It reports whether it did.
-func (s *session) reopen(out, in *exchange, quiet bool) (bool, error) {
+// cannot keep the session going).
+func (s *session) reopen(out, in *exchange, quiet bool) error {
 	if !s.postponed.set {
-		return false, nil
+		return nil
 	}
 	if len(s.wanted) > s.cfg.outstanding/2 && !in.empty() && !quiet {
-		return false, nil
+		return nil
 	}
 	if s.reopens > 0 && s.stats.Received <= s.reopenedAt {
-		return false, nil
+		return nil
 	}
 	lo, hi := s.postponed.lo, s.postponed.hi
 	n, fp, err := s.summary(lo, hi)
 	if err != nil {
-		return false, err
+		return err
 	}
 	s.postponed.set = false
 	s.reopens++
@@ -403,7 +403,7 @@ func (s *session) reopen(out, in *exchange, quiet bool) (bool, error) {
 	if hi != protocol.MaxSyncKey {
 		out.addRange(rng{upper: protocol.MaxSyncKey, mode: modeSkip})
 	}
-	return true, nil
+	return nil
 }
 
 // extra reports whether we hold, in [lo, hi), a message that is neither
