@@ -46,8 +46,12 @@ type Config struct {
 	// Reachability is "auto" (AutoNAT finds out; empty means auto),
 	// "public" or "private" (behind NAT): see mesh.Config.Reachability.
 	Reachability string
-	Limits       protocol.Limits
-	Logger       *slog.Logger
+	// PunchAgain is how long a peer may be reached only through relays
+	// before hole punching is tried again with it (0: 15 s; negative:
+	// never): see mesh.Config.PunchAgain.
+	PunchAgain time.Duration
+	Limits     protocol.Limits
+	Logger     *slog.Logger
 
 	// Retention is what the node keeps of each space unless set per space
 	// (zero: everything until TTLs end).

@@ -172,6 +172,7 @@ func (n *Node) startMesh(ctx context.Context) (err error) {
 		MDNS:         cfg.MDNS,
 		DHTMode:      cfg.DHTMode,
 		Reachability: cfg.Reachability,
+		PunchAgain:   cfg.PunchAgain,
 		Limits:       cfg.Limits,
 		Logger:       log.With("part", "mesh"),
 		History:      n.store,
