@@ -278,8 +278,9 @@ type SpaceState struct {
 	// one, knew the space lacked and had not fetched (yet): those it asked
 	// for or was about to, and, for a session that fetched some, those the
 	// peer then said it could not send (its byte budget was spent, or it
-	// lacks them), which the session that follows asks for again. Ranges
-	// not settled yet may hide more.
+	// lacks them), which the session that follows asks for again; and
+	// those it put off for want of room to ask (the peer's count of them).
+	// Ranges not settled yet may hide more.
 	Left int
 	// LastEnd is when the last session of the space ended (zero: none
 	// since the space was joined or the node started), LastPeer with whom,

@@ -101,6 +101,13 @@ type session struct {
 	}
 	// full counts the IDs wantIn left out for want of room.
 	full int
+	// later is how many messages the peer holds in the postponed span
+	// that were not asked for: the IDs left out of its lists, and its
+	// count of ranges put off whole (some may be held here already).
+	// Counted in what report tells; zero again once the span is offered
+	// again (its messages are then listed, and asked for or put off anew).
+	// At most maxLater: a peer's counts are its word.
+	later int
 	// reopens counts the times postponed was offered again; reopenedAt is
 	// stats.Received then (each offer must follow some progress).
 	reopens, reopenedAt int
@@ -161,11 +168,14 @@ func (s *session) wantIn(id protocol.ID, check bool) error {
 	return nil
 }
 
+// maxLater bounds session.later.
+const maxLater = 1 << 24
+
 // report tells left how many messages the session wants and has not
-// received yet.
+// received yet, with those it put off for want of room (see later).
 func (s *session) report() {
 	if s.left != nil {
-		s.left.Store(int64(len(s.wanted)))
+		s.left.Store(int64(len(s.wanted) + s.later))
 	}
 }
 
@@ -320,6 +330,7 @@ func (s *session) reconcile(out *exchange, lo protocol.SyncKey, r rng) error {
 		if s.full > full {
 			// Some not asked for, for want of room: settled for now, and
 			// offered again once there is room.
+			s.later += s.full - full
 			s.postpone(lo, hi)
 			skip()
 			return nil
@@ -343,6 +354,7 @@ func (s *session) reconcile(out *exchange, lo protocol.SyncKey, r rng) error {
 	case n == 0 && len(s.wanted) >= s.cfg.outstanding:
 		// No room to ask for their IDs: put off rather than have them
 		// listed now and left out.
+		s.later = min(s.later+r.count, maxLater) // the peer's word
 		s.postpone(lo, hi)
 		skip()
 	case n == 0:
@@ -393,6 +405,7 @@ func (s *session) reopen(out, in *exchange, quiet bool) error {
 		return err
 	}
 	s.postponed.set = false
+	s.later = 0
 	s.reopens++
 	s.reopenedAt = s.stats.Received
 	out.ranges, out.rangeBytes = nil, 0

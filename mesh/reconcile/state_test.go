@@ -108,3 +108,41 @@ func TestSpaceStateBudget(t *testing.T) {
 		t.Errorf("after a session cut short by the peer's budget: %+v (stats %+v), a lacks %d", st, stats, lacks)
 	}
 }
+
+// TestSpaceStateCountsPostponed: a joiner with room to ask for 100 IDs at
+// once, fetching 1,000 messages that name no parent, reads as lacking
+// more than those 100 while its deliveries are held: what it put off for
+// want of room counts too. After the session, nothing is left.
+func TestSpaceStateCountsPostponed(t *testing.T) {
+	t.Parallel()
+	const n, room = 1000, 100
+	a, b := newNode(t, roomFor(room)), newNode(t)
+	g := &gate{memStore: a.st, open: make(chan struct{})}
+	a.svc.Join(testSpace, g)
+	connect(t, a.h, b.h)
+	addAll(b.st, newAuthor(t).loose(t, n))
+	var wg sync.WaitGroup
+	var stats Stats
+	var err error
+	wg.Go(func() { stats, err = a.svc.Sync(syncCtx(t), b.h.ID(), testSpace) })
+	var seen int
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		st, _ := a.svc.SpaceState(testSpace)
+		seen = max(seen, st.Left)
+		if st.Running && st.Left > room || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	close(g.open)
+	wg.Wait()
+	if err != nil || stats.Received != n || stats.Postponed == 0 {
+		t.Fatalf("Sync: %+v, %v", stats, err)
+	}
+	if seen <= room || seen > n {
+		t.Errorf("at most %d seen left while catching up with %d to fetch and room for %d", seen, n, room)
+	}
+	if st, _ := a.svc.SpaceState(testSpace); st.Left != 0 || st.LastReceived != n {
+		t.Errorf("after the session: %+v", st)
+	}
+}
