@@ -188,3 +188,34 @@ func TestPostponedPeerSendsNothing(t *testing.T) {
 		t.Fatalf("%d rounds with a peer that sends nothing: %+v", stats.Rounds, stats)
 	}
 }
+
+// TestResponderFollowsUp: a member with a session budget of 100 messages
+// starts a session with a joiner that has room to ask for 100 IDs at once
+// and lacks 1,000 messages: the joiner, the side that answered, gets its
+// 100 and ends with ranges put off, then starts sessions of its own until
+// it holds them all (before, it waited for the next periodic sync).
+func TestResponderFollowsUp(t *testing.T) {
+	t.Parallel()
+	const n = 1000
+	msgs := newAuthor(t).loose(t, n)
+	size := int64(len(msgs[0].Encode()))
+	joiner := newNode(t, roomFor(100))
+	member := newNode(t, WithSessionBytes(100*size))
+	connect(t, joiner.h, member.h)
+	addAll(member.st, msgs)
+	stats, err := member.svc.Sync(syncCtx(t), joiner.h.ID(), testSpace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the member's session: %+v", stats)
+	deadline := time.Now().Add(30 * time.Second)
+	for len(joiner.st.ids(testSpace)) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("the joiner holds %d of %d; its sessions: %+v", len(joiner.st.ids(testSpace)), n, joiner.svc.Totals())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if tot := joiner.svc.Totals(); tot.Sessions < 2 {
+		t.Errorf("the joiner holds all after %d sessions: %+v", tot.Sessions, tot)
+	}
+}

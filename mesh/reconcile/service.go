@@ -135,7 +135,7 @@ type Stats struct {
 	Missing       int // asked for, and the peer answered it had none (or no room left)
 	Unserved      int // the peer asked for these, and the session's byte budget was spent
 	Postponed     int // peer's ranges put off: their IDs found no room among those asked for
-	Unsettled     int // 1 if some of them were never offered again before the end (Trigger runs another if the session added messages; else the next sync does)
+	Unsettled     int // 1 if some of them were never offered again before the end (another session follows if this one added messages, whichever side started it, as after Missing; else the next sync asks)
 }
 
 func (a *Stats) add(b Stats) {
@@ -765,6 +765,20 @@ func (s *Service) answer(ctx context.Context, str network.Stream, stats *Stats) 
 		return h.space, err
 	}
 	defer done()
+	// A session this node answered that brought messages but not all it
+	// asked for (the peer's budget ran out), or ended with ranges put off
+	// for want of room, is followed by one of its own with the peer
+	// (Trigger, which goes on while they bring more), as a session it
+	// started is: else the rest waited for the next periodic sync. Run
+	// once the space's session is let go (deferred before it), and only
+	// if this node holds more than before: a replay of what it holds
+	// costs the peer nothing.
+	before := -1
+	defer func() {
+		if err == nil && (stats.Missing > 0 || stats.Unsettled > 0) && before >= 0 && s.held(h.space) > before {
+			s.Trigger(str.Conn().RemotePeer(), h.space)
+		}
+	}()
 	// The space's session first, then its token: a session refused
 	// because another of the space is running (peers retry those) costs
 	// the space none of its rate. One refused for the rate lets go of the
@@ -781,6 +795,7 @@ func (s *Service) answer(ctx context.Context, str network.Stream, stats *Stats) 
 		return h.space, c.send((&reply{status: statusBusy}).encode())
 	}
 	defer func() { <-l }()
+	before = s.held(h.space)
 	defer context.AfterFunc(sctx, func() { _ = str.Reset() })() // left meanwhile
 	defer s.answering(str.Conn().RemotePeer(), h.space)()
 	left, end := s.track(h.space, str.Conn().RemotePeer())
