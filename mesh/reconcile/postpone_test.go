@@ -219,3 +219,90 @@ func TestResponderFollowsUp(t *testing.T) {
 		t.Errorf("the joiner holds all after %d sessions: %+v", tot.Sessions, tot)
 	}
 }
+
+// replays is a store that lists and summarises its messages but, asked
+// for any, sends one message (which the asker holds) instead.
+type replays struct {
+	*memStore
+	wire []byte
+}
+
+func (r replays) Wire(protocol.ID, protocol.ID) ([]byte, bool, error) { return r.wire, true, nil }
+
+// TestPostponedPeerReplays: a peer that lists more IDs than there is room
+// to ask for and answers each ask with a message the joiner holds already
+// makes no progress: the session ends in a few rounds (each ID is asked
+// for once, and a replay frees no room), and nothing is stored twice.
+func TestPostponedPeerReplays(t *testing.T) {
+	t.Parallel()
+	msgs := newAuthor(t).loose(t, 1001)
+	held := msgs[0]
+	joiner := newNode(t, roomFor(100))
+	addAll(joiner.st, msgs[:1])
+	hb := newHost(t)
+	liar := replays{newMemStore(), held.Encode()}
+	addAll(liar.memStore, msgs)
+	svc, err := New(hb, liar)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Close() })
+	svc.Join(testSpace, liar.memStore)
+	connect(t, joiner.h, hb)
+	stats, err := joiner.svc.Sync(syncCtx(t), hb.ID(), testSpace)
+	t.Logf("%+v, %v", stats, err)
+	if stats.Received == 0 {
+		t.Fatalf("no replay received: the test proves nothing: %+v", stats)
+	}
+	if stats.Rounds > 20 {
+		t.Fatalf("%d rounds with a peer that only replays: %+v", stats.Rounds, stats)
+	}
+	if got := len(joiner.st.ids(testSpace)); got != 1 {
+		t.Errorf("the joiner holds %d messages, want the 1 it had", got)
+	}
+}
+
+// TestReopenNeedsProgress: what was put off is offered again only once a
+// message asked for has arrived since the last offer; one not asked for (a
+// replay of a message held already, which stats.Received counts) is no
+// progress, so a peer of its own making that slips one into each exchange
+// cannot keep a session going on offers.
+func TestReopenNeedsProgress(t *testing.T) {
+	t.Parallel()
+	cfg := defaults()
+	msgs := newAuthor(t).loose(t, 2)
+	st := newMemStore()
+	s := newSession(testSpace, protocol.MinSyncKey, st, st, &cfg)
+	offered := func() bool {
+		t.Helper()
+		s.postpone(protocol.MinSyncKey, protocol.MaxSyncKey)
+		out := &exchange{}
+		if err := s.reopen(out, &exchange{}, true); err != nil {
+			t.Fatal(err)
+		}
+		return len(out.ranges) > 0
+	}
+	receive := func(m *protocol.Message) {
+		t.Helper()
+		if err := s.apply(s.startReceive(t.Context(), wiresOf([]*protocol.Message{m}), nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !offered() {
+		t.Fatal("the first offer not made")
+	}
+	if offered() {
+		t.Fatal("offered again with nothing received")
+	}
+	receive(msgs[0]) // not asked for
+	if s.stats.Received != 1 || offered() {
+		t.Fatalf("offered again after a message not asked for (received %d)", s.stats.Received)
+	}
+	if err := s.wantIn(msgs[1].ID, false); err != nil {
+		t.Fatal(err)
+	}
+	receive(msgs[1])
+	if !offered() {
+		t.Fatal("not offered again after a message asked for arrived")
+	}
+}

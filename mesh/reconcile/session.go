@@ -109,8 +109,12 @@ type session struct {
 	// At most maxLater: a peer's counts are its word.
 	later int
 	// reopens counts the times postponed was offered again; reopenedAt is
-	// stats.Received then (each offer must follow some progress).
+	// fetched then (each offer must follow some progress).
 	reopens, reopenedAt int
+	// fetched counts the messages received that were asked for: a peer
+	// sending again what this side holds (which stats.Received counts)
+	// makes no progress.
+	fetched int
 
 	stats Stats
 }
@@ -386,9 +390,9 @@ func (s *session) postpone(lo, hi protocol.SyncKey) {
 // (our count and fingerprint of it, skips around), when out has nothing
 // else to say of ranges, half the room for IDs is free (or the peer has
 // nothing more to send, or quiet: our answer would otherwise be empty,
-// which would end the session) and a message has been received since the
-// last offer (so that a peer which lists messages and never sends them
-// cannot keep the session going).
+// which would end the session) and a message asked for has been received
+// since the last offer (so that a peer which lists messages and never
+// sends them, or sends others instead, cannot keep the session going).
 func (s *session) reopen(out, in *exchange, quiet bool) error {
 	if !s.postponed.set {
 		return nil
@@ -396,7 +400,7 @@ func (s *session) reopen(out, in *exchange, quiet bool) error {
 	if len(s.wanted) > s.cfg.outstanding/2 && !in.empty() && !quiet {
 		return nil
 	}
-	if s.reopens > 0 && s.stats.Received <= s.reopenedAt {
+	if s.reopens > 0 && s.fetched <= s.reopenedAt {
 		return nil
 	}
 	lo, hi := s.postponed.lo, s.postponed.hi
@@ -407,7 +411,7 @@ func (s *session) reopen(out, in *exchange, quiet bool) error {
 	s.postponed.set = false
 	s.later = 0
 	s.reopens++
-	s.reopenedAt = s.stats.Received
+	s.reopenedAt = s.fetched
 	out.ranges, out.rangeBytes = nil, 0
 	if s.floor.Less(lo) {
 		out.addRange(rng{upper: lo, mode: modeSkip})
@@ -650,7 +654,10 @@ func (s *session) apply(d *delivery) error {
 	<-d.done
 	d.prev = nil // applied before d: no need to keep it
 	for _, id := range d.received {
-		delete(s.wanted, id)
+		if _, ok := s.wanted[id]; ok {
+			delete(s.wanted, id)
+			s.fetched++
+		}
 	}
 	s.stats.Dropped += d.dropped
 	s.stats.Received += len(d.kept)
