@@ -162,11 +162,12 @@ func (c *circuitPeers) has(p peer.ID) bool {
 
 // startRedial marks a redial of p, whose circuit ended at now, as under
 // way and returns p's circuit address and how long the redial is to wait
-// before it dials (see circuitStable); a nil address when p is not in or
-// is being redialled already, when it has no known address, and when its
-// circuits dialled again ended too soon circuitFailures times in a row
-// (it is dropped in both of those cases).
-func (c *circuitPeers) startRedial(p peer.ID, now time.Time) (ma.Multiaddr, time.Duration) {
+// before it dials (see circuitStable; a circuit this node closed itself,
+// byTry, to have hole punching tried again does not count); a nil address
+// when p is not in or is being redialled already, when it has no known
+// address, and when its circuits dialled again ended too soon
+// circuitFailures times in a row (it is dropped in both of those cases).
+func (c *circuitPeers) startRedial(p peer.ID, now time.Time, byTry bool) (ma.Multiaddr, time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cp, ok := c.m[p]
@@ -178,13 +179,17 @@ func (c *circuitPeers) startRedial(p peer.ID, now time.Time) (ma.Multiaddr, time
 		return nil, 0
 	}
 	var wait time.Duration
-	if !cp.redialed.IsZero() && now.Sub(cp.redialed) < circuitStable {
+	switch {
+	case byTry:
+		// Closed by this node to have hole punching tried again
+		// (punchLoop): no sign of a peer or relay that cuts circuits.
+	case !cp.redialed.IsZero() && now.Sub(cp.redialed) < circuitStable:
 		if cp.short++; cp.short >= circuitFailures {
 			delete(c.m, p)
 			return nil, 0
 		}
 		wait = redialFirst << (cp.short - 1)
-	} else {
+	default:
 		cp.short = 0
 	}
 	cp.redialing = true
@@ -306,7 +311,7 @@ func (m *Mesh) syncCircuits(ctx context.Context, s *space) {
 		m.sync.Trigger(p, s.id)
 	}
 	for _, p := range lost {
-		if addr, wait := s.circuit.startRedial(p, time.Now()); addr != nil {
+		if addr, wait := s.circuit.startRedial(p, time.Now(), m.punch.closedByTry(p, m.now())); addr != nil {
 			s.wg.Go(func() { m.redial(ctx, s, p, addr, wait) })
 		}
 	}

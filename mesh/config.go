@@ -166,11 +166,14 @@ type Config struct {
 	// side (see reconcile.WithOnSession).
 	OnSync func(reconcile.Session)
 	// PunchAgain is how long a peer may be reached only through relays
-	// before this node has hole punching tried again with it; the wait
-	// doubles after each try, up to 8 minutes (see Mesh.punchLoop). 0
-	// means DefaultPunchAgain; negative, never (libp2p's one try per
-	// circuit only).
+	// before this node has hole punching tried again with it; the next
+	// try is at least 35 s later, and the wait doubles after each, up to
+	// 8 minutes (see Mesh.punchLoop). 0 means DefaultPunchAgain;
+	// negative, never (libp2p's one try per circuit only).
 	PunchAgain time.Duration
+	// punchGap, for tests, shortens the least wait between two tries
+	// (0: punchGap).
+	punchGap time.Duration
 }
 
 // ConnLimits limit the connections peers open to this node. Peer IDs cost

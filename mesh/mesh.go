@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -69,6 +70,8 @@ type Mesh struct {
 	reach  atomic.Int32                       // network.Reachability, as AutoNAT last found it
 	// gapRepairs counts the sync sessions gap repair asked for.
 	gapRepairs atomic.Int64
+	// punch is punchLoop's state; nil when Config.PunchAgain turns it off.
+	punch *puncher
 
 	opMu   sync.Mutex // serializes JoinSpace, LeaveSpace and Close
 	mu     sync.RWMutex
@@ -199,7 +202,8 @@ func New(ctx context.Context, key crypto.PrivKey, cfg Config) (_ *Mesh, err erro
 
 	m.wg.Go(func() { m.bootstrapLoop(runCtx) })
 	if cfg.PunchAgain > 0 {
-		m.wg.Go(func() { m.punchLoop(runCtx, &puncher{first: cfg.PunchAgain}) })
+		m.punch = &puncher{first: cfg.PunchAgain, gap: cmp.Or(cfg.punchGap, punchGap)}
+		m.wg.Go(func() { m.punchLoop(runCtx, m.punch) })
 	}
 	m.log.Info("mesh started", "id", h.ID(), "addrs", h.Addrs(), "dht_mode", cfg.DHTMode, "mdns", m.mdns != nil, "relay", cfg.Relay)
 	if cfg.NetworkKey != nil {

@@ -21,22 +21,53 @@ const (
 	punchMax = 8 * time.Minute
 	// punchDialTimeout bounds one try's dial.
 	punchDialTimeout = 15 * time.Second
+	// punchGap is the least wait between two tries for one peer: longer
+	// than circuitStable, so that the circuit a try ends never looks, to
+	// the peer's side, like one that a peer or relay cut soon after it was
+	// dialled again (circuit.go counts those against a circuit member, and
+	// drops it after circuitFailures in a row: the other side cannot tell
+	// a try's close from such a cut).
+	punchGap = circuitStable + 5*time.Second
 )
 
 // puncher is what punchLoop keeps: the peers this node reaches only
 // through relays, with when each is to be tried next.
 type puncher struct {
 	first time.Duration // Config.PunchAgain
+	gap   time.Duration // the least wait between two tries (punchGap; tests shorten it)
 	mu    sync.Mutex
 	m     map[peer.ID]*punchPeer
 }
 
 // punchPeer is a relayed peer's state.
 type punchPeer struct {
-	next  time.Time     // when to try next
-	wait  time.Duration // the wait after the next try; doubles, up to punchMax
-	tries int           // tries so far
-	busy  bool          // a try is under way
+	next   time.Time     // when to try next
+	wait   time.Duration // the wait after the next try; doubles, up to punchMax
+	tries  int           // tries so far
+	busy   bool          // a try is under way
+	closed time.Time     // when a try last closed the peer's circuits
+}
+
+// closing notes that a try closes id's circuits at now.
+func (p *puncher) closing(id peer.ID, now time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if pp, ok := p.m[id]; ok {
+		pp.closed = now
+	}
+}
+
+// closedByTry reports whether id's circuits ended at now because a try
+// closed them (within the try's dial time): nil-safe, for a node that
+// does not try again.
+func (p *puncher) closedByTry(id peer.ID, now time.Time) bool {
+	if p == nil {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pp, ok := p.m[id]
+	return ok && !pp.closed.IsZero() && now.Sub(pp.closed) < punchDialTimeout
 }
 
 // due takes the peers this node reaches only through relays now
@@ -56,7 +87,7 @@ func (p *puncher) due(relayed []peer.ID, now time.Time) []peer.ID {
 			if p.m == nil {
 				p.m = make(map[peer.ID]*punchPeer)
 			}
-			p.m[id] = &punchPeer{next: now.Add(p.first), wait: 2 * p.first}
+			p.m[id] = &punchPeer{next: now.Add(p.first), wait: max(2*p.first, p.gap)}
 			continue
 		}
 		if pp.busy || now.Before(pp.next) {
@@ -104,8 +135,9 @@ func (p *puncher) tried(id peer.ID, now time.Time) {
 // public address, a packet lost under load) stays relayed until the relay
 // ends the circuit (relayConnDuration), its calls and sync slower and
 // bounded by the relay's limits. A peer reached only through relays for
-// Config.PunchAgain gets a new circuit, and again after a wait that
-// doubles up to punchMax: the peer, seeing an inbound circuit, starts
+// Config.PunchAgain gets a new circuit, and again after a wait of at
+// least punchGap that doubles up to punchMax: the peer, seeing an inbound
+// circuit, starts
 // DCUtR on it (and when the peer is public, the dial's own try of its
 // direct addresses is enough).
 //
@@ -113,9 +145,14 @@ func (p *puncher) tried(id peer.ID, now time.Time) {
 // circuit is closed and dialled again through the same relay, and only
 // while no stream is open on it: a call, a sync session or a direct
 // message under way is left alone, and the try waits for the next check.
-// Of two such peers only the one with the lower ID tries, so that their
+// Only a circuit this node dialled can be dialled again (the peer holds a
+// reservation on its relay; one the peer dialled came through this node's
+// reservation, and the peer may hold none), so only the side that dialled
+// one tries, and of two that both did, the one with the lower ID: their
 // tries do not cross. A peer behind a NAT hole punching cannot cross (a
-// symmetric one) costs a circuit per try, fewer and fewer.
+// symmetric one) costs a circuit per try, fewer and fewer. The circuit
+// members of a space (circuit.go) do not count such a close against the
+// peer (see circuitPeers.startRedial).
 func (m *Mesh) punchLoop(ctx context.Context, p *puncher) {
 	t := time.NewTicker(max(p.first/3, 100*time.Millisecond))
 	defer t.Stop()
@@ -125,17 +162,28 @@ func (m *Mesh) punchLoop(ctx context.Context, p *puncher) {
 			return
 		case <-t.C:
 		}
-		for _, id := range p.due(m.relayedLower(), m.now()) {
+		for _, id := range p.due(m.punchable(), m.now()) {
 			conns := m.h.Network().ConnsToPeer(id)
 			if slices.ContainsFunc(conns, func(c network.Conn) bool { return len(c.GetStreams()) > 0 }) {
 				p.later(id)
 				continue
 			}
-			// The circuits' own addresses lead back through the same
-			// relays, whichever side dialled them.
+			// Only a circuit this node dialled leads back to the peer: it
+			// went through a relay where the peer holds a reservation. One
+			// the peer dialled went through this node's reservation, and
+			// the peer may hold none there (or anywhere).
 			ai := peer.AddrInfo{ID: id}
 			for _, c := range conns {
-				ai.Addrs = append(ai.Addrs, c.RemoteMultiaddr())
+				if c.Stat().Direction == network.DirOutbound {
+					ai.Addrs = append(ai.Addrs, c.RemoteMultiaddr())
+				}
+			}
+			if len(ai.Addrs) == 0 {
+				p.later(id)
+				continue
+			}
+			p.closing(id, m.now())
+			for _, c := range conns {
 				_ = c.Close()
 			}
 			m.wg.Go(func() {
@@ -149,13 +197,26 @@ func (m *Mesh) punchLoop(ctx context.Context, p *puncher) {
 	}
 }
 
-// relayedLower returns the connected peers this node reaches only through
-// relays and whose ID is above its own (see punchLoop).
-func (m *Mesh) relayedLower() []peer.ID {
+// punchable returns the connected peers this node reaches only through
+// relays over a circuit it dialled itself (the only kind it can dial
+// again), and, when the peer dialled one too, whose ID is above its own
+// (see punchLoop).
+func (m *Mesh) punchable() []peer.ID {
 	self := []byte(m.h.ID())
 	var out []peer.ID
 	for _, id := range m.h.Network().Peers() {
-		if bytes.Compare(self, []byte(id)) < 0 && m.h.Network().Connectedness(id) == network.Limited {
+		if m.h.Network().Connectedness(id) != network.Limited {
+			continue
+		}
+		var in, outb bool
+		for _, c := range m.h.Network().ConnsToPeer(id) {
+			if c.Stat().Direction == network.DirOutbound {
+				outb = true
+			} else {
+				in = true
+			}
+		}
+		if outb && (!in || bytes.Compare(self, []byte(id)) < 0) {
 			out = append(out, id)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
 )
 
 // TestPunchAgain: two nodes behind NATs reach each other only through a
@@ -23,6 +24,7 @@ func TestPunchAgain(t *testing.T) {
 	natted := Config{
 		ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"}, Reachability: ReachabilityPrivate,
 		Gater: coneNAT{relay.ID()}, PunchAgain: 300 * time.Millisecond,
+		punchGap: 600 * time.Millisecond,
 	}
 	lo, _ := newTestMesh(t, natted, relay)
 	hi, _ := newTestMesh(t, natted, relay)
@@ -43,21 +45,22 @@ func TestPunchAgain(t *testing.T) {
 	}
 	byLo, byHi := outbound(lo, hi), outbound(hi, lo)
 
-	// hi reaches lo through the relay, once lo's reservation is made.
-	waitFor(t, 30*time.Second, "hi reaches lo through the relay", func() bool {
+	// lo reaches hi through the relay, once hi's reservation is made: lo
+	// dialled the circuit, so lo can dial it again.
+	waitFor(t, 30*time.Second, "lo reaches hi through the relay", func() bool {
 		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
 		defer cancel()
-		return hi.Dial(ctx, lo.ID()) == nil
+		return lo.Dial(ctx, hi.ID()) == nil
 	})
 	if c := lo.h.Network().Connectedness(hi.ID()); c != network.Limited {
 		t.Fatalf("lo–hi connectedness %v, want Limited", c)
 	}
-	asked := byHi.Load()
+	asked, base := byHi.Load(), byLo.Load()
 	t0 := time.Now()
 	// Tries at about 0.3 s, then 0.6 s and 1.2 s later.
-	waitFor(t, 20*time.Second, "lo to dial hi again three times", func() bool { return byLo.Load() >= 3 })
+	waitFor(t, 20*time.Second, "lo to dial hi again three times", func() bool { return byLo.Load() >= base+3 })
 	took := time.Since(t0)
-	t.Logf("lo dialled hi %d times in %v", byLo.Load(), took.Round(time.Millisecond))
+	t.Logf("lo dialled hi %d times in %v", byLo.Load()-base, took.Round(time.Millisecond))
 	if took < 2*300*time.Millisecond {
 		t.Errorf("three tries in %v: the waits between them do not double", took)
 	}
@@ -116,12 +119,53 @@ func TestPuncherDue(t *testing.T) {
 	if got := p.due([]peer.ID{a, b}, now); len(got) != 0 {
 		t.Fatalf("b due at once after coming back: %v", got)
 	}
+	// The wait after the first try is at least the gap (see punchGap).
+	g := &puncher{first: time.Second, gap: punchGap}
+	g.due([]peer.ID{a}, t0)
+	if got := g.due([]peer.ID{a}, t0.Add(time.Second)); len(got) != 1 {
+		t.Fatalf("not due at first: %v", got)
+	}
+	g.tried(a, t0.Add(time.Second))
+	if got := g.due([]peer.ID{a}, t0.Add(time.Second+punchGap-time.Millisecond)); len(got) != 0 {
+		t.Fatalf("tried again within %v of the first try", punchGap)
+	}
+	if got := g.due([]peer.ID{a}, t0.Add(time.Second+punchGap)); len(got) != 1 {
+		t.Fatalf("not tried again %v after the first try", punchGap)
+	}
 	// The wait stops growing at punchMax.
 	for range 20 {
 		p.tried(a, now)
 		now = now.Add(punchMax)
 		if got := p.due([]peer.ID{a}, now); len(got) != 1 {
 			t.Fatalf("not due %v after a try", punchMax)
+		}
+	}
+}
+
+// TestCircuitCloseByTryNotShort: a circuit member whose circuits end a
+// second after each redial is dropped after circuitFailures of them (a
+// peer or relay that cuts circuits), but not when this node's own tries
+// of punchLoop closed them.
+func TestCircuitCloseByTryNotShort(t *testing.T) {
+	addr := ma.StringCast("/ip4/127.0.0.1/tcp/1/p2p-circuit")
+	for _, byTry := range []bool{false, true} {
+		var c circuitPeers
+		p := peer.ID("p")
+		c.add(p, addr)
+		now := time.Unix(1000, 0)
+		kept := true
+		for range circuitFailures + 1 {
+			a, _ := c.startRedial(p, now, byTry)
+			if a == nil {
+				kept = false
+				break
+			}
+			c.endRedial(p)
+			c.redialed(p, addr, now)
+			now = now.Add(time.Second)
+		}
+		if kept != byTry {
+			t.Errorf("closed by a try %v: kept %v", byTry, kept)
 		}
 	}
 }

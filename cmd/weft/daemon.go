@@ -26,7 +26,7 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 	keepCount := fs.Int("keep-count", 0, "default retention: keep the newest N messages of each space (0: no limit; `weft join --keep-count` sets it per space)")
 	keepAge := fs.Duration("keep-age", 0, "default retention: keep messages younger than this, e.g. 720h (0: no limit)")
 	syncEvery := fs.Duration("sync-interval", 0, "how often to sync each space with a random member (default 30s; negative: only on joins and gaps)")
-	punchAgain := fs.Duration("punch-again", 0, "how long a peer may be reached only through relays before hole punching is tried again with it; the wait doubles after each try, up to 8m (default 15s; negative: never, only libp2p's one try per relayed connection)")
+	punchAgain := fs.Duration("punch-again", 0, "how long a peer may be reached only through relays before hole punching is tried again with it; the next try is at least 35s later, the wait doubling after each, up to 8m (default 15s; negative: never, only libp2p's one try per relayed connection)")
 	syncWindow := fs.Duration("sync-window", 0, "fetch only history created this long ago or later, e.g. 168h (0: all history within --max-age)")
 	maxAge := fs.Duration("max-age", protocol.DefaultMaxAge, "refuse messages from the network created longer ago than this, e.g. 720h (0: no bound; stored messages are always readable)")
 	name := fs.String("name", "", "this agent's name, for its agent card (kept)")
