@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/weftmesh/weft/protocol"
 )
@@ -152,6 +153,21 @@ func TestPostponedChainFewRounds(t *testing.T) {
 	}
 }
 
+// startLiar starts a sync service on a host of its own over st, joined to
+// the test space with sink, connects it to joiner, and returns its ID.
+func startLiar(t *testing.T, joiner *node, st Store, sink Sink) peer.ID {
+	t.Helper()
+	h := newHost(t)
+	svc, err := New(h, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Close() })
+	svc.Join(testSpace, sink)
+	connect(t, joiner.h, h)
+	return h.ID()
+}
+
 // listsOnly is a store that lists and summarises its messages but holds
 // none of them when asked to send them.
 type listsOnly struct{ *memStore }
@@ -167,17 +183,10 @@ func TestPostponedPeerSendsNothing(t *testing.T) {
 	t.Parallel()
 	msgs := newAuthor(t).loose(t, 1000)
 	joiner := newNode(t, roomFor(100))
-	hb := newHost(t)
 	liar := listsOnly{newMemStore()}
 	addAll(liar.memStore, msgs)
-	svc, err := New(hb, liar)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = svc.Close() })
-	svc.Join(testSpace, liar.memStore)
-	connect(t, joiner.h, hb)
-	stats, err := joiner.svc.Sync(syncCtx(t), hb.ID(), testSpace)
+	hb := startLiar(t, joiner, liar, liar.memStore)
+	stats, err := joiner.svc.Sync(syncCtx(t), hb, testSpace)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,17 +248,10 @@ func TestPostponedPeerReplays(t *testing.T) {
 	held := msgs[0]
 	joiner := newNode(t, roomFor(100))
 	addAll(joiner.st, msgs[:1])
-	hb := newHost(t)
 	liar := replays{newMemStore(), held.Encode()}
 	addAll(liar.memStore, msgs)
-	svc, err := New(hb, liar)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = svc.Close() })
-	svc.Join(testSpace, liar.memStore)
-	connect(t, joiner.h, hb)
-	stats, err := joiner.svc.Sync(syncCtx(t), hb.ID(), testSpace)
+	hb := startLiar(t, joiner, liar, liar.memStore)
+	stats, err := joiner.svc.Sync(syncCtx(t), hb, testSpace)
 	t.Logf("%+v, %v", stats, err)
 	if stats.Received == 0 {
 		t.Fatalf("no replay received: the test proves nothing: %+v", stats)
