@@ -18,9 +18,10 @@ import (
 // NAT until libp2p's own tries (three, within some 15 s of the relayed
 // connection) are surely over. libp2p never tries again on that circuit,
 // so without weft's own tries (--punch-again) the pair would stay relayed
-// until the relay ended the circuit, ten minutes on. With them, the lower
-// ID closes the idle circuit and dials it again, the other side punches
-// anew, and the pair goes direct soon after the NAT lets it. A second pair,
+// until the relay ended the circuit, ten minutes on. With them, the side
+// that dialled the circuit closes it while idle and dials it again, the
+// other side punches anew, and the pair goes direct soon after the NAT
+// lets it. A second pair,
 // c and d, set up the same way but with --punch-again -1, stays relayed.
 func TestPunchAgain(t *testing.T) {
 	if err := netns.CheckNAT(); err != nil {
@@ -87,8 +88,10 @@ func TestPunchAgain(t *testing.T) {
 		}
 	}
 	relayedAt := time.Now()
-	// libp2p's tries: three, each a dial of up to 5 s, after identify.
-	time.Sleep(25 * time.Second)
+	// libp2p's tries: three, each a dial of up to 5 s, after identify;
+	// 30 s leaves room for a slow identify on a loaded machine (the
+	// control pair would go direct too if they ran past the unblock).
+	time.Sleep(30 * time.Second)
 	for _, r := range blocked {
 		if out, err := r.Command("nft", "delete", "table", "ip", "punchblock").CombinedOutput(); err != nil {
 			t.Fatalf("unblock: %v: %s", err, out)
