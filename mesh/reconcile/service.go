@@ -771,11 +771,12 @@ func (s *Service) answer(ctx context.Context, str network.Stream, stats *Stats) 
 	// (Trigger, which goes on while they bring more), as a session it
 	// started is: else the rest waited for the next periodic sync. Run
 	// once the space's session is let go (deferred before it), and only
-	// if this node holds more than before: a replay of what it holds
-	// costs the peer nothing.
+	// if the session received messages and this node holds more than
+	// before (gossip may have brought some meanwhile; a replay of what it
+	// holds costs the peer nothing).
 	before := -1
 	defer func() {
-		if err == nil && (stats.Missing > 0 || stats.Unsettled > 0) && before >= 0 && s.held(h.space) > before {
+		if err == nil && stats.Received > 0 && (stats.Missing > 0 || stats.Unsettled > 0) && before >= 0 && s.held(h.space) > before {
 			s.Trigger(str.Conn().RemotePeer(), h.space)
 		}
 	}()
