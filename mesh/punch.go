@@ -43,7 +43,6 @@ type puncher struct {
 type punchPeer struct {
 	next   time.Time     // when to try next
 	wait   time.Duration // the wait after the next try; doubles, up to punchMax
-	tries  int           // tries so far
 	busy   bool          // a try is under way
 	closed time.Time     // when a try last closed the peer's circuits
 }
@@ -123,7 +122,6 @@ func (p *puncher) tried(id peer.ID, now time.Time) {
 		return
 	}
 	pp.busy = false
-	pp.tries++
 	pp.next = now.Add(pp.wait)
 	pp.wait = min(2*pp.wait, punchMax)
 }
@@ -137,9 +135,8 @@ func (p *puncher) tried(id peer.ID, now time.Time) {
 // bounded by the relay's limits. A peer reached only through relays for
 // Config.PunchAgain gets a new circuit, and again after a wait of at
 // least punchGap that doubles up to punchMax: the peer, seeing an inbound
-// circuit, starts
-// DCUtR on it (and when the peer is public, the dial's own try of its
-// direct addresses is enough).
+// circuit, starts DCUtR on it (and when the peer is public, the dial's own
+// try of its direct addresses is enough).
 //
 // libp2p opens no second connection to a peer it is connected to, so the
 // circuit is closed and dialled again through the same relay, and only
