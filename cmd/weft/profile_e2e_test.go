@@ -41,3 +41,13 @@ func TestDaemonBadMemoryLimit(t *testing.T) {
 		t.Errorf("exit %d, stderr %q; want a usage error about --memory-limit", code, stderr)
 	}
 }
+
+// TestDaemonBadPunchAgain: a --punch-again that is no duration is refused
+// with a clear error before the daemon starts.
+func TestDaemonBadPunchAgain(t *testing.T) {
+	cli := testbed.NewCLI(t)
+	_, stderr, code := cli.Run("daemon", "--no-mdns", "--listen", "/ip4/127.0.0.1/tcp/0", "--punch-again", "soon")
+	if code != 2 || !strings.Contains(stderr, `invalid value "soon" for flag -punch-again`) {
+		t.Errorf("exit %d, stderr %q; want a usage error about --punch-again", code, stderr)
+	}
+}
