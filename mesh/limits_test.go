@@ -12,6 +12,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
 	libp2pprotocol "github.com/libp2p/go-libp2p/core/protocol"
 
 	"github.com/weftmesh/weft/mesh/agent"
@@ -104,7 +105,7 @@ func TestServiceLimits(t *testing.T) {
 			})
 
 			for range 2 {
-				if err := ended(open(), 5*time.Second); err != nil {
+				if err := refused(a.Host(), b.ID(), tc.proto, announced, 5*time.Second); err != nil {
 					t.Fatalf("stream %d of a peer allowed %d: %v", n+1, n, err)
 				}
 			}
@@ -130,6 +131,28 @@ func TestServiceLimits(t *testing.T) {
 }
 
 // ended reports nil if st is closed or reset by the other side within d.
+// refused opens a stream of proto from h to p, starts a frame of length
+// announced on it, and reports nil if p refuses the stream: by a reset
+// while the protocol is negotiated (when h does not know yet that p speaks
+// it, NewStream waits for p's answer, and the reset can come first), or by
+// ending it within d.
+func refused(h host.Host, p peer.ID, proto libp2pprotocol.ID, announced uint64, d time.Duration) error {
+	st, err := h.NewStream(context.Background(), p, proto)
+	if errors.Is(err, network.ErrReset) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer st.Reset()
+	if _, err := st.Write(append(binary.AppendUvarint(nil, announced), '{')); errors.Is(err, network.ErrReset) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	return ended(st, d)
+}
+
 func ended(st network.Stream, d time.Duration) error {
 	_ = st.SetReadDeadline(time.Now().Add(d))
 	_, err := io.Copy(io.Discard, st)
