@@ -15,6 +15,7 @@ import (
 	"github.com/weftmesh/weft/node/policy"
 	"github.com/weftmesh/weft/protocol"
 	"github.com/weftmesh/weft/protocol/api"
+	"github.com/weftmesh/weft/protocol/jsonvalid"
 )
 
 // Call defaults.
@@ -82,7 +83,7 @@ func checkCapability(c protocol.Capability) error {
 		return wrap(api.CodeBadRequest, err)
 	}
 	for _, s := range []json.RawMessage{c.InputSchema, c.OutputSchema} {
-		if len(s) > 0 && (!json.Valid(s) || s[0] != '{') {
+		if len(s) > 0 && (!jsonvalid.Valid(s) || s[0] != '{') {
 			return errorf(api.CodeBadRequest, "capability %s: a schema must be a JSON object", c.Name)
 		}
 	}
@@ -374,7 +375,7 @@ func (n *Node) callRequest(inv Invocation, stream bool) (protocol.CallRequest, m
 	if err := protocol.CheckName(inv.Name); err != nil {
 		return protocol.CallRequest{}, nil, wrap(api.CodeBadRequest, err)
 	}
-	if len(inv.Input) > 0 && !json.Valid(inv.Input) {
+	if len(inv.Input) > 0 && !jsonvalid.Valid(inv.Input) {
 		return protocol.CallRequest{}, nil, errorf(api.CodeBadRequest, "input is not valid JSON")
 	}
 	if err := protocol.ValidateMeta(inv.Meta); err != nil {

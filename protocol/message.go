@@ -16,6 +16,8 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/weftmesh/weft/protocol/jsonvalid"
 )
 
 // SignatureSize is the size of an Ed25519 signature.
@@ -152,7 +154,7 @@ func (s *Signer) Sign(d Draft, lim Limits) (*Message, error) {
 		return nil, err
 	}
 	content := bytes.Trim(d.Content, jsonSpace)
-	if len(content) == 0 || content[0] != '{' || !json.Valid(content) {
+	if len(content) == 0 || content[0] != '{' || !jsonvalid.Valid(content) {
 		return nil, errorf(ErrMalformed, "content must be a JSON object")
 	}
 	h := Header{
@@ -643,7 +645,7 @@ func parseObject(b []byte, known []string) (members map[string]json.RawMessage, 
 	// and json.Decoder's tokens cost a third of decoding one: a valid
 	// document is read by a scanner that relies on its validity; an
 	// invalid one by the Decoder, which says what is wrong.
-	if json.Valid(b) {
+	if jsonvalid.Valid(b) {
 		if members, err := scanObject(b, known); members != nil || err != nil {
 			return members, err == nil, err
 		}
@@ -689,7 +691,7 @@ func decodeObject(b []byte, known []string) (map[string]json.RawMessage, error) 
 	return members, nil
 }
 
-// scanObject is ParseObject for b that json.Valid accepts: one JSON value,
+// scanObject is ParseObject for b that jsonvalid.Valid accepts: one JSON value,
 // with nothing but white space around it. ok is false if b is not an
 // object, or a key is not read: it returns neither members nor an error
 // (decodeObject then says why).
@@ -740,18 +742,9 @@ func skipSpace(b []byte, i int) int {
 }
 
 // stringEnd returns the index just past the valid JSON string starting at
-// b[i] (its opening quote).
-func stringEnd(b []byte, i int) int {
-	for i++; i < len(b); i++ {
-		switch b[i] {
-		case '\\':
-			i++ // the escaped byte (a \u escape's digits need no care)
-		case '"':
-			return i + 1
-		}
-	}
-	return len(b)
-}
+// b[i] (its opening quote), 8 bytes a step where nothing ends or escapes
+// it (see jsonvalid.StringEnd).
+func stringEnd(b []byte, i int) int { return jsonvalid.StringEnd(b, i) }
 
 // valueEnd returns the index just past the valid JSON value starting at
 // b[i].

@@ -9,6 +9,7 @@ import (
 	"math/big"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"filippo.io/edwards25519"
@@ -414,4 +415,67 @@ func TestSignedBytes(t *testing.T) {
 			t.Fatalf("s %v: digits sum to %v", s, sum)
 		}
 	}
+}
+
+// parseIDBase32 is ParseID as encoding/base32 reads an ID: what ParseID's
+// table must accept and refuse, with the same error.
+func parseIDBase32(s string) (ID, error) {
+	var id ID
+	if len(s) != IDStringLen {
+		return id, fmt.Errorf("%w: %q has length %d, want %d", ErrBadID, truncate(s, 80), len(s), IDStringLen)
+	}
+	n, err := idEncoding.Decode(id[:], []byte(s))
+	if err != nil || n != IDSize {
+		return ID{}, fmt.Errorf("%w: %q is not base32", ErrBadID, truncate(s, 80))
+	}
+	if idEncoding.EncodeToString(id[:]) != s {
+		return ID{}, fmt.Errorf("%w: %q is not in canonical form", ErrBadID, truncate(s, 80))
+	}
+	if id.IsZero() {
+		return ID{}, fmt.Errorf("%w: zero id", ErrBadID)
+	}
+	return id, nil
+}
+
+// TestParseIDMatchesBase32 compares ParseID with encoding/base32 on IDs,
+// IDs with one character changed (to every byte value, at every place),
+// and random strings of an ID's length.
+func TestParseIDMatchesBase32(t *testing.T) {
+	check := func(s string) {
+		t.Helper()
+		got, gerr := ParseID(s)
+		want, werr := parseIDBase32(s)
+		if got != want || (gerr == nil) != (werr == nil) || gerr != nil && gerr.Error() != werr.Error() {
+			t.Fatalf("ParseID(%q) = %v, %v; encoding/base32: %v, %v", s, got, gerr, want, werr)
+		}
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 16 {
+		var id ID
+		for i := range id {
+			id[i] = byte(r.IntN(256))
+		}
+		s := id.String()
+		check(s)
+		for at := range len(s) {
+			for c := range 256 {
+				b := []byte(s)
+				b[at] = byte(c)
+				check(string(b))
+			}
+		}
+	}
+	for range 20000 {
+		b := make([]byte, IDStringLen)
+		for i := range b {
+			b[i] = idAlphabet[r.IntN(len(idAlphabet))]
+			if r.IntN(40) == 0 {
+				b[i] = byte(r.IntN(256))
+			}
+		}
+		check(string(b))
+	}
+	check(ID{}.String())
+	check(strings.Repeat("a", IDStringLen-1) + "q") // trailing bits set
+	check("")
 }

@@ -18,6 +18,8 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+
+	"github.com/weftmesh/weft/protocol/jsonvalid"
 )
 
 // ErrKind is returned for a kind that would need escaping in JSON: the
@@ -123,7 +125,7 @@ func ParseReply(b []byte) (kind string, output []byte, ok bool) {
 // compacts a json.RawMessage; it fails if v is not one valid JSON value.
 func appendValue(dst, v []byte) ([]byte, error) {
 	if !hasSpace(v) {
-		if !json.Valid(v) {
+		if !jsonvalid.Valid(v) {
 			return dst, errors.New("framejson: data is not valid JSON")
 		}
 		return append(dst, v...), nil
@@ -226,9 +228,9 @@ func (p *parser) lastValue() ([]byte, bool) {
 		return nil, false
 	}
 	v := p.b[p.i : len(p.b)-1]
-	// json.Valid allows whitespace around the value; encoding/json would
+	// jsonvalid.Valid allows whitespace around the value; encoding/json would
 	// leave it out of a json.RawMessage.
-	if isSpace(v[0]) || isSpace(v[len(v)-1]) || !json.Valid(v) {
+	if isSpace(v[0]) || isSpace(v[len(v)-1]) || !jsonvalid.Valid(v) {
 		return nil, false
 	}
 	p.i = len(p.b)

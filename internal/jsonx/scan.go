@@ -1,9 +1,10 @@
 package jsonx
 
 import (
-	"encoding/json"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/weftmesh/weft/protocol/jsonvalid"
 )
 
 // Scanner reads JSON from B at I, for hand-written decoders of plain
@@ -184,13 +185,13 @@ func (p *Scanner) Value() ([]byte, bool) {
 // literal checks the value read from start.
 func (p *Scanner) literal(start int) ([]byte, bool) {
 	v := p.B[start:p.I]
-	if len(v) == 0 || v[0] == 'n' || !json.Valid(v) {
+	if len(v) == 0 || v[0] == 'n' || !jsonvalid.Valid(v) {
 		return nil, false
 	}
 	return v, true
 }
 
-// skipString moves past a string, escapes and all (json.Valid checks it).
+// skipString moves past a string, escapes and all (jsonvalid.Valid checks it).
 func (p *Scanner) skipString() bool {
 	for p.I++; p.I < len(p.B); p.I++ {
 		switch p.B[p.I] {

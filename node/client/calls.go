@@ -14,6 +14,7 @@ import (
 
 	"github.com/weftmesh/weft/internal/framejson"
 	"github.com/weftmesh/weft/protocol/api"
+	"github.com/weftmesh/weft/protocol/jsonvalid"
 )
 
 // Invoke calls name on peer and returns its result. Typed failures are
@@ -389,7 +390,7 @@ func (rs *replyStream) send(id string, r api.Reply) bool {
 		// once it has read the body, which is never written until then.
 		return false
 	}
-	if !rs.up || len(r.Output) > maxStreamedReply || len(r.Output) > 0 && !json.Valid(r.Output) {
+	if !rs.up || len(r.Output) > maxStreamedReply || len(r.Output) > 0 && !jsonvalid.Valid(r.Output) {
 		return false
 	}
 	line, err := marshal(replyLine{ID: id, Reply: r})
