@@ -28,6 +28,18 @@ func benchContent(i int) json.RawMessage {
 	return fmt.Appendf(nil, `{"text":"bench: a short agent message, like a status update or a reply.","n":%d}`, i)
 }
 
+// largeText is the text of benchLargeContent: lines of prose and code with
+// the quotes and line ends that JSON escapes, as an agent's document or
+// patch has them.
+var largeText = strings.Repeat(`func (s *Store) Put(m Message) error { return s.put(m, \"durable\") }\n`+
+	`A paragraph of an agent's report, with \"quotes\", commas, and a figure: 12.5 ms.\n`, 110)
+
+// benchLargeContent is the content of the i-th large message the bench
+// sends: ~16 KiB, as an agent's document, diff or tool output.
+func benchLargeContent(i int) json.RawMessage {
+	return fmt.Appendf(nil, `{"text":"%s","n":%d}`, largeText, i)
+}
+
 // 1. Durable sends.
 
 type sendsResult struct {
@@ -35,6 +47,9 @@ type sendsResult struct {
 	ContentBytes int     `json:"content_bytes"`
 	One          sendRun `json:"one_client"`
 	Eight        sendRun `json:"eight_clients"`
+	// LargeBytes is the content size of Large's sends, one client's.
+	LargeBytes int     `json:"large_content_bytes"`
+	Large      sendRun `json:"large_one_client"`
 }
 
 // sendRun is a run of sends through one daemon's API.
@@ -59,6 +74,7 @@ func (r *sendsResult) rows() [][2]string {
 	return [][2]string{
 		{fmt.Sprintf("durable sends, 1 client (%d-byte content)", r.ContentBytes), row(r.One)},
 		{"durable sends, 8 concurrent clients", row(r.Eight)},
+		{fmt.Sprintf("durable sends, 1 client, %s-byte content", fmtCount(float64(r.LargeBytes))), row(r.Large)},
 	}
 }
 
@@ -79,7 +95,11 @@ func benchSends(ctx context.Context, b *bench, r *sendsResult) error {
 	if r.One, err = sendLoop(ctx, ds[0], 1, space, 0, b.sizes.sendFor, nil); err != nil {
 		return err
 	}
-	r.Eight, err = sendLoop(ctx, ds[0], 8, space, 0, b.sizes.sendFor, nil)
+	if r.Eight, err = sendLoop(ctx, ds[0], 8, space, 0, b.sizes.sendFor, nil); err != nil {
+		return err
+	}
+	r.LargeBytes = len(benchLargeContent(0))
+	r.Large, err = sendContentLoop(ctx, ds[0], 1, space, 0, b.sizes.sendFor/2, benchLargeContent, nil)
 	return err
 }
 
@@ -97,6 +117,11 @@ func clients(d *benchDaemon, n int) []*client.Client {
 // are sent (n > 0) or dur has passed. onSent, if not nil, gets the index
 // and answer of every send (concurrently).
 func sendLoop(ctx context.Context, d *benchDaemon, nClients int, space string, n int, dur time.Duration, onSent func(int, api.Message)) (sendRun, error) {
+	return sendContentLoop(ctx, d, nClients, space, n, dur, benchContent, onSent)
+}
+
+// sendContentLoop is sendLoop sending content(i) as the i-th message.
+func sendContentLoop(ctx context.Context, d *benchDaemon, nClients int, space string, n int, dur time.Duration, content func(int) json.RawMessage, onSent func(int, api.Message)) (sendRun, error) {
 	var next atomic.Int64
 	cs := clients(d, nClients)
 	lats := make([][]time.Duration, len(cs))
@@ -110,7 +135,7 @@ func sendLoop(ctx context.Context, d *benchDaemon, nClients int, space string, n
 				return nil
 			}
 			t := time.Now()
-			m, err := cs[w].Send(ctx, space, api.SendRequest{Content: benchContent(i)})
+			m, err := cs[w].Send(ctx, space, api.SendRequest{Content: content(i)})
 			if err != nil {
 				return fmt.Errorf("send: %w", err)
 			}

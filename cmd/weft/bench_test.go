@@ -65,13 +65,13 @@ func TestBenchQuick(t *testing.T) {
 			t.Errorf("%s: %+v", benchScenarios()[i].name, *c)
 		}
 	}
-	for _, run := range []sendRun{s.Sends.One, s.Sends.Eight} {
+	for _, run := range []sendRun{s.Sends.One, s.Sends.Eight, s.Sends.Large} {
 		if run.Sends == 0 || run.PerSecond <= 0 {
 			t.Errorf("sends: %+v", run)
 		}
 		lat("send", run.Latency)
 	}
-	if s.Sends.One.Clients != 1 || s.Sends.Eight.Clients != 8 {
+	if s.Sends.One.Clients != 1 || s.Sends.Eight.Clients != 8 || s.Sends.Large.Clients != 1 || s.Sends.LargeBytes < 16<<10 {
 		t.Errorf("sends: %+v", s.Sends)
 	}
 	if len(s.Broadcast.Runs) == 0 || s.Broadcast.Daemons < 2 {
