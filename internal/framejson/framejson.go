@@ -14,11 +14,10 @@
 package framejson
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"strconv"
 
+	"github.com/weftmesh/weft/internal/jsonx"
 	"github.com/weftmesh/weft/protocol/jsonvalid"
 )
 
@@ -124,29 +123,11 @@ func ParseReply(b []byte) (kind string, output []byte, ok bool) {
 // appendValue appends the JSON value v, compacted as encoding/json
 // compacts a json.RawMessage; it fails if v is not one valid JSON value.
 func appendValue(dst, v []byte) ([]byte, error) {
-	if !hasSpace(v) {
-		if !jsonvalid.Valid(v) {
-			return dst, errors.New("framejson: data is not valid JSON")
-		}
-		return append(dst, v...), nil
+	out, err := jsonx.AppendCompact(dst, v)
+	if err != nil {
+		return dst, errors.New("framejson: data is not valid JSON")
 	}
-	buf := bytes.NewBuffer(dst)
-	if err := json.Compact(buf, v); err != nil {
-		return dst, err
-	}
-	return buf.Bytes(), nil
-}
-
-// hasSpace reports whether b holds a JSON whitespace byte (anywhere, in
-// strings too: then compacting may change nothing, but is not skipped).
-func hasSpace(b []byte) bool {
-	for _, c := range b {
-		switch c {
-		case ' ', '\t', '\n', '\r':
-			return true
-		}
-	}
-	return false
+	return out, nil
 }
 
 // plain reports whether s is written in JSON as it is: printable ASCII

@@ -154,7 +154,7 @@ func (fc *fastConn) roundTrip(ctx context.Context, path string, body []byte) (an
 // post POSTs in as JSON to path and decodes the answer into out, by the
 // fast path where it can be taken, else as do does.
 func (c *Client) post(ctx context.Context, path string, in, out any) error {
-	b, err := marshal(in)
+	b, err := encodeRequest(in)
 	if err != nil {
 		return fmt.Errorf("encode request: %w", err)
 	}

@@ -220,11 +220,8 @@ func appendTail(b []byte, typ string, ttl int64, meta map[string]string, content
 	if content == nil {
 		return append(b, "null"...), true
 	}
-	buf := bytes.NewBuffer(b)
-	if err := json.Compact(buf, content); err != nil {
-		return b, false
-	}
-	return buf.Bytes(), true
+	b, err := jsonx.AppendCompact(b, content)
+	return b, err == nil
 }
 
 // appendStrings appends a JSON array of strings.
