@@ -20,30 +20,17 @@ var errNotJSON = errors.New("jsonx: not one valid JSON value")
 // byte, which for a message of a few KiB cost more than the rest of the
 // API's answer.
 func AppendCompact(dst, v []byte) ([]byte, error) {
-	if !spaceOutsideStrings(v) {
-		if !jsonvalid.Valid(v) {
-			return dst, errNotJSON
-		}
+	valid, spaced := jsonvalid.Check(v)
+	switch {
+	case !valid:
+		return dst, errNotJSON
+	case !spaced:
 		return append(dst, v...), nil
 	}
 	n := len(dst)
 	buf := bytes.NewBuffer(dst)
 	if err := json.Compact(buf, v); err != nil {
-		return dst[:n], err
+		return dst[:n], err // cannot happen: v is valid
 	}
 	return buf.Bytes(), nil
-}
-
-// spaceOutsideStrings reports whether b holds a JSON white space byte
-// outside its strings (as far as b reads as JSON).
-func spaceOutsideStrings(b []byte) bool {
-	for i := 0; i < len(b); i++ {
-		switch b[i] {
-		case '"':
-			i = jsonvalid.StringEnd(b, i) - 1
-		case ' ', '\t', '\n', '\r':
-			return true
-		}
-	}
-	return false
 }

@@ -22,12 +22,26 @@ const MaxDepth = 10000
 
 // Valid reports whether b is one JSON value, as encoding/json.Valid does.
 func Valid(b []byte) bool {
+	valid, _ := Check(b)
+	return valid
+}
+
+// Check reports whether b is one JSON value, as Valid does, and if it is,
+// whether it holds white space outside its strings: what json.Compact
+// leaves out. A b without any is its own compact form.
+func Check(b []byte) (valid, spaced bool) {
 	var (
 		small [64]byte
 		open  = small[:0] // the containers open: '{' or '['
-		i     = space(b, 0)
+		i     = 0
 		ok    bool
 	)
+	// skip moves i past white space, noting any.
+	skip := func(from int) {
+		i = space(b, from)
+		spaced = spaced || i != from
+	}
+	skip(0)
 	const (
 		wantValue = iota
 		wantKey
@@ -38,15 +52,15 @@ func Valid(b []byte) bool {
 		switch state {
 		case wantValue:
 			if i >= len(b) {
-				return false
+				return false, false
 			}
 			switch c := b[i]; {
 			case c == '{' || c == '[':
 				if len(open) == MaxDepth {
-					return false
+					return false, false
 				}
 				open = append(open, c)
-				i = space(b, i+1)
+				skip(i + 1)
 				switch {
 				case i < len(b) && c == '{' && b[i] == '}', i < len(b) && c == '[' && b[i] == ']':
 					open = open[:len(open)-1]
@@ -67,37 +81,37 @@ func Valid(b []byte) bool {
 			case c == 'n':
 				i, ok = literal(b, i, "null")
 			default:
-				return false
+				return false, false
 			}
 			if !ok {
-				return false
+				return false, false
 			}
 			state = afterValue
 		case wantKey:
 			if i >= len(b) || b[i] != '"' {
-				return false
+				return false, false
 			}
 			if i, ok = str(b, i); !ok {
-				return false
+				return false, false
 			}
-			i = space(b, i)
+			skip(i)
 			if i >= len(b) || b[i] != ':' {
-				return false
+				return false, false
 			}
-			i = space(b, i+1)
+			skip(i + 1)
 			state = wantValue
 		case afterValue:
-			i = space(b, i)
+			skip(i)
 			if len(open) == 0 {
-				return i == len(b)
+				return i == len(b), spaced
 			}
 			if i >= len(b) {
-				return false
+				return false, false
 			}
 			top := open[len(open)-1]
 			switch b[i] {
 			case ',':
-				i = space(b, i+1)
+				skip(i + 1)
 				if top == '{' {
 					state = wantKey
 				} else {
@@ -106,14 +120,14 @@ func Valid(b []byte) bool {
 				continue
 			case '}':
 				if top != '{' {
-					return false
+					return false, false
 				}
 			case ']':
 				if top != '[' {
-					return false
+					return false, false
 				}
 			default:
-				return false
+				return false, false
 			}
 			open = open[:len(open)-1]
 			i++

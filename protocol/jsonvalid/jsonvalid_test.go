@@ -29,6 +29,7 @@ func TestMatchesEncodingJSON(t *testing.T) {
 		if got, want := Valid([]byte(c)), json.Valid([]byte(c)); got != want {
 			t.Errorf("Valid(%q) = %v, encoding/json says %v", c, got, want)
 		}
+		checkSpaced(t, []byte(c))
 	}
 }
 
@@ -103,6 +104,27 @@ func TestRandomMatches(t *testing.T) {
 		if got, want := Valid(b), json.Valid(b); got != want {
 			t.Fatalf("Valid(%q) = %v, encoding/json says %v", b, got, want)
 		}
+		checkSpaced(t, b)
+	}
+}
+
+// checkSpaced holds Check to Valid, and its spaced to whether json.Compact
+// changes b.
+func checkSpaced(t *testing.T, b []byte) {
+	t.Helper()
+	valid, spaced := Check(b)
+	if valid != Valid(b) {
+		t.Fatalf("Check(%q) valid %v, Valid %v", b, valid, !valid)
+	}
+	if !valid {
+		return
+	}
+	var c bytes.Buffer
+	if err := json.Compact(&c, b); err != nil {
+		t.Fatalf("json.Compact(%q): %v", b, err)
+	}
+	if want := !bytes.Equal(c.Bytes(), b); spaced != want {
+		t.Fatalf("Check(%q) spaced %v, json.Compact changes it: %v", b, spaced, want)
 	}
 }
 
@@ -129,6 +151,7 @@ func FuzzValid(f *testing.F) {
 		if got, want := Valid(b), json.Valid(b); got != want {
 			t.Fatalf("Valid(%q) = %v, encoding/json says %v", b, got, want)
 		}
+		checkSpaced(t, b)
 	})
 }
 
