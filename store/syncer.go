@@ -40,7 +40,7 @@ import (
 // because a value log nothing was written to (messages under 1 KiB stay
 // out of it) still costs an fdatasync ~20 µs and a device flush. So the
 // newest value log is synced only when it may have changed since its
-// last sync (see syncVlog).
+// last sync (see vlogDue).
 
 // DefaultSyncInterval is how soon a write that did not wait for a sync
 // (a message from the network) reaches disk, when Options.SyncInterval
@@ -246,11 +246,33 @@ func (y *syncer) sync() error {
 		return err
 	}
 	var errs []error
+	// The value log, when it changed (a message over 1 KiB was written),
+	// is synced at the same time as the WAL, not after it: a large send
+	// then waits for one device flush, not two in a row.
+	due, err := y.vlogDue()
+	if err != nil {
+		errs = append(errs, err)
+	}
+	var vlogErr error
+	var vlogDone chan struct{}
+	if due != nil {
+		vlogDone = make(chan struct{})
+		go func() {
+			defer close(vlogDone)
+			vlogErr = y.vlog.sync()
+		}()
+	}
 	if err := y.mem.sync(); err != nil {
 		errs = append(errs, err)
 	}
-	if err := y.syncVlog(); err != nil {
-		errs = append(errs, err)
+	if due != nil {
+		<-vlogDone
+		if vlogErr != nil {
+			y.vlogSynced = false
+			errs = append(errs, vlogErr)
+		} else {
+			y.vlogSynced, y.vlogMtime, y.vlogStart = true, due.mtime, due.start
+		}
 	}
 	for _, name := range y.rotated {
 		if y.rotate[name] {
@@ -265,34 +287,36 @@ func (y *syncer) sync() error {
 	return errors.Join(errs...)
 }
 
-// syncVlog fdatasyncs the newest value log unless nothing was written to
-// it since its last sync. A write through its mapping to a page a sync
-// cleaned (or a new one) faults and sets the file's time (a clock tick's
-// resolution) before it writes. So if the time is the one read just
-// before the last sync, and that sync started dirSlack after it, no page
-// was written since: a write after that start would have set a later
-// time, and one before it was covered (by induction, the first sync of a
-// file is never skipped).
-func (y *syncer) syncVlog() error {
+// vlogSync is a due sync of the value log: the file's time read just
+// before it, and when it was read.
+type vlogSync struct {
+	mtime, start time.Time
+}
+
+// vlogDue reports whether the newest value log needs a sync: nil unless
+// something was written to it since its last sync. A write through its
+// mapping to a page a sync cleaned (or a new one) faults and sets the
+// file's time (a clock tick's resolution) before it writes. So if the time
+// is the one read just before the last sync, and that sync started
+// dirSlack after it, no page was written since: a write after that start
+// would have set a later time, and one before it was covered (by
+// induction, the first sync of a file is never skipped). The caller syncs
+// y.vlog and then records the sync (vlogSynced, vlogMtime, vlogStart).
+func (y *syncer) vlogDue() (*vlogSync, error) {
 	f, err := y.vlog.open()
 	if f == nil || err != nil {
-		return err // none, or gone: nothing to sync
+		return nil, err // none, or gone: nothing to sync
 	}
 	fi, err := f.Stat() // fstat: no path to walk
 	if err != nil {
-		return fmt.Errorf("stat %s: %w", y.vlog.path, err)
+		return nil, fmt.Errorf("stat %s: %w", y.vlog.path, err)
 	}
 	mtime, start := fi.ModTime(), time.Now()
 	if y.vlogSynced && mtime.Equal(y.vlogMtime) && y.vlogStart.Sub(mtime) > dirSlack {
 		y.vlogSkips.Add(1)
-		return nil
+		return nil, nil
 	}
-	if err := y.vlog.sync(); err != nil {
-		y.vlogSynced = false
-		return err
-	}
-	y.vlogSynced, y.vlogMtime, y.vlogStart = true, mtime, start
-	return nil
+	return &vlogSync{mtime: mtime, start: start}, nil
 }
 
 // list finds the newest WAL and value log and the rotated files, listing
