@@ -42,12 +42,13 @@ type depRule struct {
 }
 
 // depRules are the layering rules of README.md ("How it works"): protocol
-// is the wire contract and stands alone; store does not know libp2p's host;
-// mesh does not know the store or the daemon; the API types, the Go client,
-// the MCP server and the version string stay free of libp2p and Badger so
-// any program can link them.
+// is the wire contract and stands alone (it and its sub-packages may use
+// protocol/jsonvalid, which imports only the standard library); store
+// does not know libp2p's host; mesh does not know the store or the daemon;
+// the API types, the Go client, the MCP server and the version string
+// stay free of libp2p and Badger so any program can link them.
 var depRules = []depRule{
-	{pkgs: mod + "/protocol/...", forbid: []string{mod, p2p, pubsub, kaddht, badger}, allow: []string{mod + "/protocol"}},
+	{pkgs: mod + "/protocol/...", forbid: []string{mod, p2p, pubsub, kaddht, badger}, allow: []string{mod + "/protocol", mod + "/protocol/jsonvalid"}},
 	{pkgs: mod + "/protocol/api", forbid: []string{mod, libp2p, badger}},
 	{pkgs: mod + "/store/...", forbid: []string{mod + "/mesh", mod + "/node", p2p, pubsub, kaddht}},
 	{pkgs: mod + "/mesh/...", forbid: []string{mod + "/store", mod + "/node", badger}},
