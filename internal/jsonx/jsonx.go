@@ -4,6 +4,7 @@ package jsonx
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"unicode/utf8"
 )
 
@@ -76,3 +77,22 @@ func AppendString(b []byte, s string) []byte {
 }
 
 const hex = "0123456789abcdef"
+
+// AppendStringMap appends m as Marshal writes a map[string]string: an
+// object with its keys in sorted order, each key and value escaped as
+// AppendString escapes them.
+func AppendStringMap(b []byte, m map[string]string) []byte {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	b = append(b, '{')
+	for i, k := range keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = AppendString(append(AppendString(b, k), ':'), m[k])
+	}
+	return append(b, '}')
+}

@@ -120,6 +120,40 @@ func (p *Scanner) Members(field func(key []byte) bool) bool {
 	}
 }
 
+// Fields reads the rest of B as one object whose keys are among names
+// (at most 64), each at most once, and nothing after it but white space:
+// field(i) reads the value of names[i] and reports whether to go on. It
+// reports false for anything else (another key, one twice, a value field
+// refuses).
+func (p *Scanner) Fields(names []string, field func(i int) bool) bool {
+	var seen uint64
+	p.WS()
+	ok := p.Members(func(key []byte) bool {
+		for i, n := range names {
+			if string(key) == n {
+				if seen&(1<<i) != 0 {
+					return false
+				}
+				seen |= 1 << i
+				return field(i)
+			}
+		}
+		return false
+	})
+	return ok && p.End()
+}
+
+// Bool reads true or false.
+func (p *Scanner) Bool() (v, ok bool) {
+	for _, w := range [...]string{"true", "false"} {
+		if len(p.B)-p.I >= len(w) && string(p.B[p.I:p.I+len(w)]) == w {
+			p.I += len(w)
+			return w == "true", true
+		}
+	}
+	return false, false
+}
+
 // PlainMap reads an object of plain strings with no key twice.
 func (p *Scanner) PlainMap() (map[string]string, bool) {
 	m := map[string]string{}

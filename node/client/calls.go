@@ -23,7 +23,7 @@ import (
 func (c *Client) Invoke(ctx context.Context, req api.InvokeRequest) (api.InvokeResult, error) {
 	req.Stream = false
 	var out api.InvokeResult
-	err := c.do(ctx, http.MethodPost, "/v1/invoke", req, &out)
+	err := c.post(ctx, "/v1/invoke", req, &out)
 	return out, err
 }
 

@@ -65,3 +65,35 @@ func FuzzParseMessage(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) { checkParseMessage(t, b) })
 }
+
+// TestParseInvokeResultMatchesJSON holds parseInvokeResult to
+// encoding/json on answers plain and not; it takes the plain ones.
+func TestParseInvokeResultMatchesJSON(t *testing.T) {
+	answers := []struct {
+		b    string
+		fast bool
+	}{
+		{`{"output":{"ping":1}}` + "\n", true}, {`{"output":[1,"a\"b"],"meta":{"k":"v"}}`, true},
+		{`{"output":12}`, true}, {`{"output":"x"}`, true}, {`{"meta":{}}`, true}, {`{}`, true},
+		{`{"output":null}`, false}, {`{"output":1,"peer":"p"}`, false}, {`{"Output":1}`, false},
+		{`{"output":1,"output":2}`, false}, {`{"output":1}x`, false}, {`{"meta":{"k":1}}`, false},
+		{`{"output":{"a":}}`, false}, {`[]`, false},
+	}
+	for _, a := range answers {
+		var fast api.InvokeResult
+		took := parseInvokeResult([]byte(a.b), &fast)
+		if took != a.fast {
+			t.Errorf("parseInvokeResult(%q) took it: %v", a.b, took)
+		}
+		if !took {
+			continue
+		}
+		var slow api.InvokeResult
+		if err := json.Unmarshal([]byte(a.b), &slow); err != nil {
+			t.Fatalf("parseInvokeResult accepted %q, which encoding/json rejects: %v", a.b, err)
+		}
+		if !reflect.DeepEqual(fast, slow) {
+			t.Errorf("parseInvokeResult(%q) = %#v, encoding/json reads %#v", a.b, fast, slow)
+		}
+	}
+}

@@ -1,7 +1,6 @@
 package client
 
 import (
-	"slices"
 	"strconv"
 
 	"github.com/weftmesh/weft/internal/jsonx"
@@ -13,6 +12,9 @@ import (
 // bytes (TestEncodeSendMatchesMarshal), without encoding/json's reflection
 // and its compaction of the content one scanner step per byte.
 func encodeRequest(in any) ([]byte, error) {
+	if inv, ok := in.(api.InvokeRequest); ok {
+		return encodeInvoke(inv)
+	}
 	req, ok := in.(api.SendRequest)
 	if !ok || req.Refs != nil {
 		return marshal(in)
@@ -34,19 +36,40 @@ func encodeRequest(in any) ([]byte, error) {
 		b = strconv.AppendInt(append(b, `,"ttl":`...), req.TTL, 10)
 	}
 	if len(req.Meta) > 0 {
-		b = append(b, `,"meta":{`...)
-		keys := make([]string, 0, len(req.Meta))
-		for k := range req.Meta {
-			keys = append(keys, k)
+		b = jsonx.AppendStringMap(append(b, `,"meta":`...), req.Meta)
+	}
+	return append(b, '}'), nil
+}
+
+// encodeInvoke is marshal(inv), written by hand: a call's request crosses
+// the caller's API on every call.
+func encodeInvoke(inv api.InvokeRequest) ([]byte, error) {
+	b := make([]byte, 0, len(inv.Input)+128)
+	b = append(b, '{')
+	if inv.Peer != "" {
+		b = append(jsonx.AppendString(append(b, `"peer":`...), inv.Peer), ',')
+	}
+	if inv.Capability != "" {
+		b = append(jsonx.AppendString(append(b, `"capability":`...), inv.Capability), ',')
+	}
+	b = jsonx.AppendString(append(b, `"name":`...), inv.Name)
+	if len(inv.Input) > 0 {
+		var err error
+		if b, err = jsonx.AppendCompact(append(b, `,"input":`...), inv.Input); err != nil {
+			return marshal(inv) // encoding/json's error
 		}
-		slices.Sort(keys)
-		for i, k := range keys {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = jsonx.AppendString(append(jsonx.AppendString(b, k), ':'), req.Meta[k])
-		}
-		b = append(b, '}')
+	}
+	if len(inv.Meta) > 0 {
+		b = jsonx.AppendStringMap(append(b, `,"meta":`...), inv.Meta)
+	}
+	if inv.Timeout != "" {
+		b = jsonx.AppendString(append(b, `,"timeout":`...), inv.Timeout)
+	}
+	if inv.Stream {
+		b = append(b, `,"stream":true`...)
+	}
+	if inv.Parent != "" {
+		b = jsonx.AppendString(append(b, `,"parent":`...), inv.Parent)
 	}
 	return append(b, '}'), nil
 }

@@ -41,3 +41,25 @@ func TestEncodeSendMatchesMarshal(t *testing.T) {
 	check(api.SendRequest{Content: json.RawMessage(`{}`), Refs: &api.Refs{Messages: []string{"x"}}})
 	check(api.JoinRequest{Name: "general"})
 }
+
+// TestEncodeInvokeMatchesMarshal holds encodeRequest to marshal's bytes
+// and errors for invoke requests of every shape.
+func TestEncodeInvokeMatchesMarshal(t *testing.T) {
+	inputs := []json.RawMessage{nil, {}, json.RawMessage(`{"ping":1}`), json.RawMessage("{ \"a\" : [1, 2] }"),
+		json.RawMessage(`"<&> \u2028"`), json.RawMessage(`12`), json.RawMessage(`{"a":`), json.RawMessage(`null`)}
+	strs := []string{"", "echo", "a\"b", "<tag>&", "é\u2028", "\x01\xff", "12D3KooWpeer"}
+	r := rand.New(rand.NewPCG(11, 12))
+	pick := func() string { return strs[r.IntN(len(strs))] }
+	for range 5000 {
+		inv := api.InvokeRequest{Peer: pick(), Capability: pick(), Name: pick(), Input: inputs[r.IntN(len(inputs))],
+			Timeout: pick(), Stream: r.IntN(2) == 0, Parent: pick()}
+		if r.IntN(2) == 0 {
+			inv.Meta = map[string]string{pick(): pick(), pick(): pick()}
+		}
+		got, gerr := encodeRequest(inv)
+		want, werr := marshal(inv)
+		if (gerr == nil) != (werr == nil) || !bytes.Equal(got, want) {
+			t.Fatalf("encodeRequest(%+v) = %q, %v; marshal %q, %v", inv, got, gerr, want, werr)
+		}
+	}
+}

@@ -285,7 +285,7 @@ func (a *API) answerWrite(w http.ResponseWriter, frames int, err error) {
 // JSON answer) or streamed (NDJSON frames).
 func (a *API) invoke(w http.ResponseWriter, r *http.Request) {
 	var req api.InvokeRequest
-	if !decodeBody(w, r, a.maxBody, &req) {
+	if !readInvoke(w, r, a.maxBody, &req) {
 		return
 	}
 	inv := node.Invocation{Name: req.Name, Input: req.Input, Meta: req.Meta, Parent: req.Parent}
@@ -335,7 +335,7 @@ func (a *API) invoke(w http.ResponseWriter, r *http.Request) {
 		if anycast {
 			out.Peer, out.Attempts = ar.Peer.String(), apiAttempts(ar.Attempts)
 		}
-		writeJSON(w, http.StatusOK, out)
+		writeInvokeResult(w, out)
 		return
 	}
 	var (

@@ -26,12 +26,21 @@ import (
 // readSend reads the body of a send (at most limit bytes) into req, or
 // answers 400 or 413 as decodeBody does.
 func readSend(w http.ResponseWriter, r *http.Request, limit int64, req *api.SendRequest) bool {
+	return readFast(w, r, limit, req, parseSend)
+}
+
+// readFast reads a request's body (at most limit bytes) into req with
+// parse, which reads the plain form of such a request by hand and reports
+// false for anything else; anything else is read by encoding/json, which
+// answers 400 or 413 as decodeBody does.
+func readFast[T any](w http.ResponseWriter, r *http.Request, limit int64, req *T, parse func([]byte, *T) bool) bool {
 	body, err := readBody(http.MaxBytesReader(w, r.Body, limit), r.ContentLength, limit)
 	if err == nil {
-		if ok := parseSend(body, req); ok {
+		if ok := parse(body, req); ok {
 			return true
 		}
-		*req = api.SendRequest{}
+		var zero T
+		*req = zero
 	}
 	// encoding/json reads the same bytes and meets the same error at the
 	// same place as it would have reading the body itself.
@@ -79,49 +88,24 @@ func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 // encoding/json does.
 func parseSend(b []byte, req *api.SendRequest) bool {
 	p := jsonx.Scanner{B: b}
-	p.WS()
-	var seen [4]bool
-	ok := p.Members(func(key []byte) bool {
-		var i int
-		switch string(key) {
-		case "content":
-			i = 0
-			v, ok := p.Value()
-			if !ok {
-				return false
-			}
+	return p.Fields([]string{"content", "type", "ttl", "meta"}, func(i int) bool {
+		var ok bool
+		switch i {
+		case 0:
+			var v []byte
+			v, ok = p.Value()
 			req.Content = json.RawMessage(v)
-		case "type":
-			i = 1
-			s, ok := p.PlainString()
-			if !ok {
-				return false
-			}
+		case 1:
+			var s []byte
+			s, ok = p.PlainString()
 			req.Type = string(s)
-		case "ttl":
-			i = 2
-			n, ok := p.Integer()
-			if !ok {
-				return false
-			}
-			req.TTL = n
-		case "meta":
-			i = 3
-			m, ok := p.PlainMap()
-			if !ok {
-				return false
-			}
-			req.Meta = m
+		case 2:
+			req.TTL, ok = p.Integer()
 		default:
-			return false
+			req.Meta, ok = p.PlainMap()
 		}
-		if seen[i] {
-			return false
-		}
-		seen[i] = true
-		return true
+		return ok
 	})
-	return ok && p.End()
 }
 
 // writeMessage answers with m as writeJSON does.
@@ -201,20 +185,7 @@ func appendTail(b []byte, typ string, ttl int64, meta map[string]string, content
 		b = strconv.AppendInt(append(b, `,"ttl":`...), ttl, 10)
 	}
 	if len(meta) > 0 {
-		b = append(b, `,"meta":{`...)
-		keys := make([]string, 0, len(meta))
-		for k := range meta {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for i, k := range keys {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = append(jsonx.AppendString(b, k), ':')
-			b = jsonx.AppendString(b, meta[k])
-		}
-		b = append(b, '}')
+		b = jsonx.AppendStringMap(append(b, `,"meta":`...), meta)
 	}
 	b = append(b, `,"content":`...)
 	if content == nil {

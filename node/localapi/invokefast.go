@@ -1,0 +1,102 @@
+package localapi
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/weftmesh/weft/internal/jsonx"
+	"github.com/weftmesh/weft/protocol/api"
+)
+
+// The invoke route's fast path, as the send route's (sendfast.go): a call
+// crosses the API twice on each side, and encoding/json's reflection over
+// the request was the largest item of the calling daemon's CPU after the
+// call itself. parseInvoke reads the plain form of a request by hand and
+// leaves anything else to encoding/json (TestParseInvokeMatchesJSON,
+// FuzzParseInvoke); appendInvokeResult writes a call's answer byte for
+// byte as writeJSON does (TestAppendInvokeResultMatchesJSON).
+
+// readInvoke reads the body of an invoke (at most limit bytes) into req,
+// or answers 400 or 413 as decodeBody does.
+func readInvoke(w http.ResponseWriter, r *http.Request, limit int64, req *api.InvokeRequest) bool {
+	return readFast(w, r, limit, req, parseInvoke)
+}
+
+// parseInvoke reads b into req if b is an invoke request in the plain
+// form: an object whose keys are InvokeRequest's, each once and spelled
+// so, with strings without escapes, input any JSON value but null, and
+// nothing after it but white space. It reports false for anything else,
+// which encoding/json then reads; what it accepts it reads as
+// encoding/json does.
+func parseInvoke(b []byte, req *api.InvokeRequest) bool {
+	p := jsonx.Scanner{B: b}
+	str := func(dst *string) bool {
+		s, ok := p.PlainString()
+		*dst = string(s)
+		return ok
+	}
+	return p.Fields(invokeFields, func(i int) bool {
+		switch i {
+		case 0:
+			return str(&req.Peer)
+		case 1:
+			return str(&req.Capability)
+		case 2:
+			return str(&req.Name)
+		case 3:
+			return str(&req.Timeout)
+		case 4:
+			return str(&req.Parent)
+		case 5:
+			v, ok := p.Value()
+			req.Input = json.RawMessage(v)
+			return ok
+		case 6:
+			var ok bool
+			req.Meta, ok = p.PlainMap()
+			return ok
+		default:
+			var ok bool
+			req.Stream, ok = p.Bool()
+			return ok
+		}
+	})
+}
+
+// invokeFields are the keys parseInvoke reads, in its order.
+var invokeFields = []string{"peer", "capability", "name", "timeout", "parent", "input", "meta", "stream"}
+
+// writeInvokeResult answers 200 with out as writeJSON does.
+func writeInvokeResult(w http.ResponseWriter, out api.InvokeResult) {
+	b, ok := appendInvokeResult(make([]byte, 0, 64+len(out.Output)), out)
+	if !ok {
+		writeJSON(w, http.StatusOK, out)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b)
+}
+
+// appendInvokeResult appends out and a line end, as writeJSON's encoder
+// writes it, for the answer of a call to a peer (no peer or attempts,
+// which a call by capability has); false for any other, or an output that
+// is not JSON (encoding/json fails on it).
+func appendInvokeResult(b []byte, out api.InvokeResult) ([]byte, bool) {
+	if out.Peer != "" || len(out.Attempts) > 0 {
+		return b, false
+	}
+	b = append(b, `{"output":`...)
+	if out.Output == nil {
+		b = append(b, "null"...)
+	} else {
+		var err error
+		if b, err = jsonx.AppendCompact(b, out.Output); err != nil {
+			return b, false
+		}
+	}
+	if len(out.Meta) > 0 {
+		b = jsonx.AppendStringMap(append(b, `,"meta":`...), out.Meta)
+	}
+	return append(b, "}\n"...), true
+}

@@ -1,0 +1,92 @@
+package localapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"math/rand/v2"
+	"net/http/httptest"
+	"reflect"
+	"testing"
+
+	"github.com/weftmesh/weft/protocol/api"
+)
+
+// invokeBodies are invoke requests, plain and not, valid and not.
+var invokeBodies = []string{
+	`{"peer":"12D3KooWabc","name":"echo","input":{"ping":1}}`,
+	`{"peer":"p","name":"n","input":[1,"a\"b",{"c":null}],"meta":{"k":"v","a":"b"},"timeout":"5s","stream":true,"parent":"x"}`,
+	` { "capability" : "summarize" , "input" : "text" , "stream" : false } `,
+	`{"name":"n","input":12}`, `{"name":"n","input":-0.5e3}`, `{"name":"n","input":true}`, `{}`, `{"meta":{}}`,
+	`{"name":"é✓"}`, `{"input":{"a":"` + "\u00e9" + `"}}` + "\n",
+	// Left to encoding/json:
+	`{"input":null}`, `{"name":null}`, `{"stream":null}`, `{"meta":null}`, `{"Peer":"p"}`, `{"NAME":"n"}`,
+	`{"name":"a","name":"b"}`, `{"stream":true,"stream":false}`, `{"name":"t\u00e9"}`, `{"name":"tab\there"}`,
+	"{\"name\":\"\xff\"}", `{"other":1}`, `{"stream":1}`, `{"stream":"true"}`, `{"stream":tru}`, `{"stream":truex}`,
+	`{"input":{"a":1}} {}`, `{"input":{"a":1}}x`, `{"input":{"a":1},}`, `{"input":{"a":}}`, `{"input":[1,2}`,
+	`{"timeout":5}`, `{"meta":{"k":1}}`, `[]`, `null`, ``, ` `, `{`, `{"name"}`, `{"name":}`,
+}
+
+// checkParseInvoke fails t if parseInvoke accepts body differently from
+// encoding/json.
+func checkParseInvoke(t *testing.T, body []byte) {
+	t.Helper()
+	var fast api.InvokeRequest
+	if !parseInvoke(body, &fast) {
+		return
+	}
+	var slow api.InvokeRequest
+	w := httptest.NewRecorder()
+	if !decodeFrom(w, bytes.NewReader(body), 1<<20, &slow) {
+		t.Fatalf("parseInvoke accepted %q, which encoding/json rejects (%d)", body, w.Code)
+	}
+	if !reflect.DeepEqual(fast, slow) {
+		t.Fatalf("parseInvoke(%q) = %#v, encoding/json reads %#v", body, fast, slow)
+	}
+}
+
+func TestParseInvokeMatchesJSON(t *testing.T) {
+	for i, b := range invokeBodies {
+		checkParseInvoke(t, []byte(b))
+		// The fast path is taken for the plain forms (the first 10), and
+		// only for them.
+		var req api.InvokeRequest
+		if took := parseInvoke([]byte(b), &req); took != (i < 10) {
+			t.Errorf("parseInvoke(%q) took it: %v", b, took)
+		}
+	}
+}
+
+func FuzzParseInvoke(f *testing.F) {
+	for _, b := range invokeBodies {
+		f.Add([]byte(b))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) { checkParseInvoke(t, b) })
+}
+
+// TestAppendInvokeResultMatchesJSON holds writeInvokeResult to writeJSON's
+// bytes for answers of every shape, outputs valid and not.
+func TestAppendInvokeResultMatchesJSON(t *testing.T) {
+	outputs := []json.RawMessage{nil, {}, json.RawMessage(`{"ping":1}`), json.RawMessage("{ \"a\" : [1, 2] ,\n \"b\": \"x y\" }"),
+		json.RawMessage(`"<&> \u2028"`), json.RawMessage(`12`), json.RawMessage(`{"a":`), json.RawMessage(`nope`), json.RawMessage(` 1 `)}
+	strs := []string{"", "k", "a\"b", "<tag>&", "é\u2028", "\x01\xff"}
+	r := rand.New(rand.NewPCG(9, 10))
+	for range 3000 {
+		out := api.InvokeResult{Output: outputs[r.IntN(len(outputs))]}
+		if r.IntN(2) == 0 {
+			out.Meta = map[string]string{}
+			for range r.IntN(4) {
+				out.Meta[strs[r.IntN(len(strs))]] = strs[r.IntN(len(strs))]
+			}
+		}
+		if r.IntN(5) == 0 {
+			out.Peer = "12D3KooWpeer"
+			out.Attempts = []api.Attempt{{Peer: "12D3KooWother"}}
+		}
+		fast, slow := httptest.NewRecorder(), httptest.NewRecorder()
+		writeInvokeResult(fast, out)
+		writeJSON(slow, 200, out)
+		if fast.Code != slow.Code || fast.Body.String() != slow.Body.String() || fast.Header().Get("Content-Type") != slow.Header().Get("Content-Type") {
+			t.Fatalf("writeInvokeResult(%+v) = %d %q, writeJSON %d %q", out, fast.Code, fast.Body, slow.Code, slow.Body)
+		}
+	}
+}
