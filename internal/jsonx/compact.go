@@ -34,3 +34,12 @@ func AppendCompact(dst, v []byte) ([]byte, error) {
 	}
 	return buf.Bytes(), nil
 }
+
+// AppendRaw appends v as encoding/json writes a json.RawMessage: null if
+// v is nil, else v compacted (AppendCompact, whose error it returns).
+func AppendRaw(dst []byte, v json.RawMessage) ([]byte, error) {
+	if v == nil {
+		return append(dst, "null"...), nil
+	}
+	return AppendCompact(dst, v)
+}

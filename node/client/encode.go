@@ -20,14 +20,9 @@ func encodeRequest(in any) ([]byte, error) {
 		return marshal(in)
 	}
 	b := make([]byte, 0, len(req.Content)+64)
-	b = append(b, `{"content":`...)
-	if req.Content == nil {
-		b = append(b, "null"...)
-	} else {
-		var err error
-		if b, err = jsonx.AppendCompact(b, req.Content); err != nil {
-			return marshal(in) // encoding/json's error
-		}
+	b, err := jsonx.AppendRaw(append(b, `{"content":`...), req.Content)
+	if err != nil {
+		return marshal(in) // encoding/json's error
 	}
 	if req.Type != "" {
 		b = jsonx.AppendString(append(b, `,"type":`...), req.Type)

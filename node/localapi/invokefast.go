@@ -86,14 +86,9 @@ func appendInvokeResult(b []byte, out api.InvokeResult) ([]byte, bool) {
 	if out.Peer != "" || len(out.Attempts) > 0 {
 		return b, false
 	}
-	b = append(b, `{"output":`...)
-	if out.Output == nil {
-		b = append(b, "null"...)
-	} else {
-		var err error
-		if b, err = jsonx.AppendCompact(b, out.Output); err != nil {
-			return b, false
-		}
+	b, err := jsonx.AppendRaw(append(b, `{"output":`...), out.Output)
+	if err != nil {
+		return b, false
 	}
 	if len(out.Meta) > 0 {
 		b = jsonx.AppendStringMap(append(b, `,"meta":`...), out.Meta)

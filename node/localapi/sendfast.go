@@ -187,11 +187,7 @@ func appendTail(b []byte, typ string, ttl int64, meta map[string]string, content
 	if len(meta) > 0 {
 		b = jsonx.AppendStringMap(append(b, `,"meta":`...), meta)
 	}
-	b = append(b, `,"content":`...)
-	if content == nil {
-		return append(b, "null"...), true
-	}
-	b, err := jsonx.AppendCompact(b, content)
+	b, err := jsonx.AppendRaw(append(b, `,"content":`...), content)
 	return b, err == nil
 }
 
