@@ -880,6 +880,17 @@ func benchInvoke(ctx context.Context, b *bench, r *invokeResult) error {
 		return err
 	}
 	ca := a.client()
+	// The first call may come before the two daemons have found each
+	// other (a started daemon answers its API before its bootstrap dial
+	// ends): it is tried again for up to 30 s, then the warm-up's calls
+	// must all succeed.
+	reached := time.Now().Add(30 * time.Second)
+	for err := invoke(ca); err != nil; err = invoke(ca) {
+		if time.Now().After(reached) || ctx.Err() != nil {
+			return fmt.Errorf("invoke: %w", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	for range 50 { // warm up: connections, streams
 		if err := invoke(ca); err != nil {
 			return fmt.Errorf("invoke: %w", err)
