@@ -13,10 +13,12 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -93,16 +95,48 @@ func Home(t testing.TB) string {
 }
 
 // FreeListen returns a loopback TCP listen multiaddr on a port that was
-// free a moment ago, so a daemon can be restarted on the same address.
+// free a moment ago, so a daemon can be restarted on the same address. The
+// port is below the kernel's ephemeral range, which every bind to port 0
+// and every outgoing connection draws from: a port from that range, free a
+// moment ago, can be taken by any other test's daemon or dial before the
+// daemon binds it (CI saw "the port is in use" so).
 func FreeListen(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	lo, hi := 20000, ephemeralLow()-1
+	for range 200 {
+		port := lo + rand.IntN(max(hi-lo+1, 1))
+		if hi < lo {
+			port = 0 // no room below the ephemeral range: take the kernel's
+		}
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
+		port = l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		return fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", port)
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	return fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", port)
+	t.Fatal("no free loopback TCP port below the ephemeral range")
+	return ""
+}
+
+// ephemeralLow returns the first port of the kernel's ephemeral range
+// (Linux's default when it cannot be read).
+func ephemeralLow() int {
+	const def = 32768
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return def
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return def
+	}
+	n, err := strconv.Atoi(f[0])
+	if err != nil {
+		return def
+	}
+	return n
 }
 
 // CLI runs weft commands on one home, as a user's shell would (WEFT_HOME
