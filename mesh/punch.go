@@ -3,7 +3,6 @@ package mesh
 import (
 	"bytes"
 	"context"
-	"slices"
 	"sync"
 	"time"
 
@@ -44,6 +43,7 @@ type punchPeer struct {
 	next   time.Time     // when to try next
 	wait   time.Duration // the wait after the next try; doubles, up to punchMax
 	busy   bool          // a try is under way
+	putOff bool          // the due try was put off (logged once per try)
 	closed time.Time     // when a try last closed the peer's circuits
 }
 
@@ -103,13 +103,20 @@ func (p *puncher) due(relayed []peer.ID, now time.Time) []peer.ID {
 	return out
 }
 
-// later puts a due try for id off to the next check.
-func (p *puncher) later(id peer.ID) {
+// later puts a due try for id off to the next check. It reports whether
+// this is the first time since the last try, when the reason is worth a
+// log line.
+func (p *puncher) later(id peer.ID) (first bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if pp, ok := p.m[id]; ok {
-		pp.busy = false
+	pp, ok := p.m[id]
+	if !ok {
+		return false
 	}
+	pp.busy = false
+	first = !pp.putOff
+	pp.putOff = true
+	return first
 }
 
 // tried notes that a try for id ended at now: the next is a doubled wait
@@ -122,6 +129,7 @@ func (p *puncher) tried(id peer.ID, now time.Time) {
 		return
 	}
 	pp.busy = false
+	pp.putOff = false
 	pp.next = now.Add(pp.wait)
 	pp.wait = min(2*pp.wait, punchMax)
 }
@@ -161,8 +169,10 @@ func (m *Mesh) punchLoop(ctx context.Context, p *puncher) {
 		}
 		for _, id := range p.due(m.punchable(), m.now()) {
 			conns := m.h.Network().ConnsToPeer(id)
-			if slices.ContainsFunc(conns, func(c network.Conn) bool { return len(c.GetStreams()) > 0 }) {
-				p.later(id)
+			if open := openStreams(conns); len(open) > 0 {
+				if p.later(id) {
+					m.log.Debug("hole punching again put off: streams open", "peer", id, "protocols", open)
+				}
 				continue
 			}
 			// Only a circuit this node dialled leads back to the peer: it
@@ -176,7 +186,9 @@ func (m *Mesh) punchLoop(ctx context.Context, p *puncher) {
 				}
 			}
 			if len(ai.Addrs) == 0 {
-				p.later(id)
+				if p.later(id) {
+					m.log.Debug("hole punching again put off: no circuit dialled by this node", "peer", id)
+				}
 				continue
 			}
 			p.closing(id, m.now())
@@ -192,6 +204,17 @@ func (m *Mesh) punchLoop(ctx context.Context, p *puncher) {
 			})
 		}
 	}
+}
+
+// openStreams returns the protocols of the streams open on conns.
+func openStreams(conns []network.Conn) []string {
+	var out []string
+	for _, c := range conns {
+		for _, st := range c.GetStreams() {
+			out = append(out, string(st.Protocol()))
+		}
+	}
+	return out
 }
 
 // punchable returns the connected peers this node reaches only through

@@ -142,6 +142,37 @@ func TestPuncherDue(t *testing.T) {
 	}
 }
 
+// TestPuncherLater: a due try put off stays due at every check, and says
+// it is the first put-off once per try.
+func TestPuncherLater(t *testing.T) {
+	p := &puncher{first: time.Second}
+	a := peer.ID("a")
+	t0 := time.Unix(1000, 0)
+	p.due([]peer.ID{a}, t0)
+	now := t0.Add(time.Second)
+	for i := range 3 {
+		if got := p.due([]peer.ID{a}, now); len(got) != 1 {
+			t.Fatalf("check %d: a put off is not due: %v", i, got)
+		}
+		if first := p.later(a); first != (i == 0) {
+			t.Fatalf("check %d: later says first %v", i, first)
+		}
+		now = now.Add(time.Second)
+	}
+	p.due([]peer.ID{a}, now)
+	p.tried(a, now)
+	now = now.Add(2 * time.Second)
+	if got := p.due([]peer.ID{a}, now); len(got) != 1 {
+		t.Fatalf("not due after the wait: %v", got)
+	}
+	if !p.later(a) {
+		t.Fatal("the first put-off after a try is not reported as first")
+	}
+	if p.later(peer.ID("unknown")) {
+		t.Fatal("a peer never seen is reported as put off")
+	}
+}
+
 // TestCircuitCloseByTryNotShort: a circuit member whose circuits end a
 // second after each redial is dropped after circuitFailures of them (a
 // peer or relay that cuts circuits), but not when this node's own tries

@@ -106,7 +106,12 @@ func TestPunchAgain(t *testing.T) {
 	// saw the one at 40 s fail), so the wait covers both.
 	testbed.Poll(t, 150*time.Second, "a – b direct", func() (bool, string) {
 		p := path(t, a, b)
-		return p == "direct", p
+		if p == "direct" {
+			return true, p
+		}
+		// What a and b did about it, for a failure's message (their
+		// whole logs are too long for CI's excerpt).
+		return false, p + "\n" + punchLines(a) + punchLines(b)
 	})
 	t.Logf("a – b direct %v after the NAT let it, %v after the relayed connection: %s",
 		time.Since(unblocked).Round(time.Millisecond), time.Since(relayedAt).Round(time.Millisecond), describe(t, a, b))
@@ -130,4 +135,19 @@ func TestPunchAgain(t *testing.T) {
 		}
 	}
 	t.Logf("c – d: %s", describe(t, c, d))
+}
+
+// punchLines returns n's log lines about its connections and its tries of
+// hole punching, each prefixed by n's name.
+func punchLines(n *node) string {
+	var b strings.Builder
+	for line := range strings.Lines(n.Log.String()) {
+		for _, k := range []string{"hole punching", "peer connected", "peer left", "circuit"} {
+			if strings.Contains(line, k) {
+				b.WriteString(n.name + ": " + line)
+				break
+			}
+		}
+	}
+	return b.String()
 }
