@@ -26,7 +26,7 @@ const maxRPCSize = protocol.MaxWireSize + 64<<10
 // messages are signed by their sender), so message IDs must come from the
 // content: see gossipID. The router stops when ctx ends.
 func newPubSub(ctx context.Context, h host.Host, tr *meshTracer, g *floodGuard, board *scoreBoard, access func(protocol.ID, peer.ID) bool, log *slog.Logger) (*pubsub.PubSub, error) {
-	opts := append(pubsubOptions(log), spaceAccessOptions(access)...)
+	opts := append(PubSubOptions(log), spaceAccessOptions(access)...)
 	opts = append(opts,
 		pubsub.WithRawTracer(tr),
 		pubsub.WithPeerScore(peerScoreParams(g.score), peerScoreThresholds()),
@@ -36,8 +36,11 @@ func newPubSub(ctx context.Context, h host.Host, tr *meshTracer, g *floodGuard, 
 	return pubsub.NewGossipSub(ctx, h, opts...)
 }
 
-// pubsubOptions are the gossipsub options every weft node must share.
-func pubsubOptions(log *slog.Logger) []pubsub.Option {
+// PubSubOptions are the gossipsub options every weft node must share: a
+// gossipsub router built with them (and nothing of the mesh's scoring,
+// access filters or validation) carries a space's messages as weft nodes
+// do, which is how weft bench measures what gossip alone costs.
+func PubSubOptions(log *slog.Logger) []pubsub.Option {
 	return []pubsub.Option{
 		pubsub.WithMessageSignaturePolicy(pubsub.StrictNoSign),
 		pubsub.WithMessageIdFn(gossipID),
@@ -73,7 +76,7 @@ func pubsubOptions(log *slog.Logger) []pubsub.Option {
 const seenTTL = 30 * time.Second
 
 // validateQueue and peerQueue are the sizes of gossipsub's validation
-// queue and of each peer's outbound queue (see pubsubOptions).
+// queue and of each peer's outbound queue (see PubSubOptions).
 const (
 	validateQueue = 256
 	peerQueue     = 128

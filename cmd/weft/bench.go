@@ -134,6 +134,8 @@ func benchScenarios() []benchScenario {
 			func(r *benchReport) **memoryResult { return &r.Scenarios.Memory }, benchMemory),
 		scenario("many", "many daemons in one space",
 			func(r *benchReport) **manyResult { return &r.Scenarios.Many }, benchMany),
+		scenario("floors", "what this machine allows with nothing of weft in the way",
+			func(r *benchReport) **floorsResult { return &r.Scenarios.Floors }, benchFloors),
 	}
 }
 
@@ -176,6 +178,7 @@ type benchReport struct {
 		Catchup   *catchupResult   `json:"catchup,omitempty"`
 		Memory    *memoryResult    `json:"memory,omitempty"`
 		Many      *manyResult      `json:"many,omitempty"`
+		Floors    *floorsResult    `json:"floors,omitempty"`
 	} `json:"scenarios"`
 }
 
@@ -187,7 +190,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	for _, s := range benchScenarios() {
 		names = append(names, s.name)
 	}
-	pick := fs.String("scenarios", "", "comma-separated scenarios to run (default all): "+strings.Join(names, ", ")+"; or their numbers 1–7")
+	pick := fs.String("scenarios", "", "comma-separated scenarios to run (default all): "+strings.Join(names, ", ")+"; or their numbers 1–"+strconv.Itoa(len(names)))
 	profile := fs.String("profile", "", "profile every daemon into `DIR`/<daemon>/ (weft daemon --profile: cpu.pprof, heap.pprof at its stop)")
 	rates := fs.String("broadcast-rates", "", "the broadcast scenario's rates, comma-separated `MSG/S` (default 100,500,2000; with --quick 100)")
 	bdaemons := fs.Int("broadcast-daemons", 0, "the broadcast scenario's daemons (default 10; with --quick 3)")
@@ -239,6 +242,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	if r.Fsync, err = fsyncLatency(b.root, 200); err != nil {
 		return err
 	}
+	b.fsync = r.Fsync
 	var (
 		failed []string
 		ran    []ranScenario
@@ -320,7 +324,11 @@ func printBench(w io.Writer, r *benchReport, ran []ranScenario) error {
 	for _, s := range ran {
 		c := s.res.common()
 		rows := s.res.rows()
-		rows = append(rows, [2]string{"peak RssAnon of one daemon", fmt.Sprintf("%.1f MB (scenario took %.0f s)", c.PeakRSSAnonMB, c.Seconds)})
+		if c.PeakRSSAnonMB > 0 { // floors runs no daemon
+			rows = append(rows, [2]string{"peak RssAnon of one daemon", fmt.Sprintf("%.1f MB (scenario took %.0f s)", c.PeakRSSAnonMB, c.Seconds)})
+		} else {
+			rows = append(rows, [2]string{"scenario took", fmt.Sprintf("%.0f s", c.Seconds)})
+		}
 		if c.Error != "" {
 			rows = append(rows, [2]string{"FAILED", c.Error})
 		}

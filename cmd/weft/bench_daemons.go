@@ -31,6 +31,7 @@ type bench struct {
 	// profile, if set, is where each daemon writes its profiles (a
 	// directory per daemon, named like its home).
 	profile string
+	fsync   benchLatency // the run's fsync latency (the floors scenario's)
 
 	stopSampler context.CancelFunc
 	sampled     chan struct{}

@@ -58,10 +58,10 @@ func TestBenchQuick(t *testing.T) {
 	}
 	lat("fsync", r.Fsync)
 	s := r.Scenarios
-	results := []benchResult{s.Sends, s.Broadcast, s.Page, s.Invoke, s.Catchup, s.Memory, s.Many}
+	results := []benchResult{s.Sends, s.Broadcast, s.Page, s.Invoke, s.Catchup, s.Memory, s.Many, s.Floors}
 	for i, res := range results {
 		c := res.common()
-		if c.Error != "" || c.Seconds <= 0 || c.PeakRSSAnonMB <= 0 {
+		if c.Error != "" || c.Seconds <= 0 || (c.PeakRSSAnonMB <= 0) != (res == s.Floors) { // floors runs no daemon
 			t.Errorf("%s: %+v", benchScenarios()[i].name, *c)
 		}
 	}
@@ -110,6 +110,18 @@ func TestBenchQuick(t *testing.T) {
 	// Idle CPU is counted in 10 ms ticks: it may well be 0 over a few seconds.
 	if m := s.Memory; m.RSSAnonMB <= 0 || m.RSSFileMB <= 0 || m.RSSMB < m.RSSAnonMB || m.IdleForS <= 0 || m.IdleCPUPercent < 0 {
 		t.Errorf("memory: %+v", m)
+	}
+	if f := s.Floors; f.SignUs <= 0 || f.VerifyUs <= 0 || f.HTTP1PerS <= 0 || f.HTTP8PerS <= 0 || f.SendCeilingPerS <= 0 || f.CatchupVerifyS <= 0 || f.InvokeFloorMs <= 0 || len(f.Gossip) == 0 {
+		t.Errorf("floors: %+v", f)
+	} else {
+		lat("bare HTTP", f.HTTP)
+		lat("bare libp2p stream", f.Stream)
+		for _, g := range f.Gossip {
+			if g.Sent == 0 || g.Expected != g.Sent*(g.Hosts-1) || g.Arrived == 0 || g.Arrived > g.Expected || g.CPUPerMsgUs <= 0 {
+				t.Errorf("floors, gossip: %+v", g)
+			}
+			lat("bare gossip", g.Latency)
+		}
 	}
 	if m := s.Many; m.Daemons < 2 || m.Running != m.Daemons || !m.AllDelivered || m.MinHeld != m.Sent || m.Sent == 0 ||
 		m.TotalRSSMB <= 0 || m.TotalPSSMB <= 0 || m.TotalRSSAnonMB <= 0 {

@@ -1,0 +1,437 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/libp2p/go-libp2p"
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/muxer/yamux"
+	"github.com/libp2p/go-libp2p/p2p/security/noise"
+	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
+
+	"github.com/weftmesh/weft/mesh"
+)
+
+// 8. Floors: what this machine allows with nothing of weft in the way.
+// Each runs in the bench process itself (one Go runtime, no process
+// boundary but the kernel's sockets), so it is a lower bound of what any
+// program built on the same parts pays here, to read weft's figures
+// against: a durable send cannot beat the disk's fsync plus a round trip
+// of its API plus a signature; a broadcast cannot beat gossipsub's own
+// cost per message.
+
+type floorsResult struct {
+	benchCommon
+	// SignUs and VerifyUs are crypto/ed25519's Sign and Verify of a
+	// 300-byte message, one at a time on one core.
+	SignUs   float64 `json:"ed25519_sign_us"`
+	VerifyUs float64 `json:"ed25519_verify_us"`
+	// HTTP is net/http's server and client over a Unix socket: a POST of
+	// a send's size to a handler that reads it and answers 300 bytes. The
+	// round trip of one client, one request at a time, and requests/s
+	// with 1 and 8 clients.
+	HTTP      benchLatency `json:"http_round_trip"`
+	HTTP1PerS float64      `json:"http_one_client_per_s"`
+	HTTP8PerS float64      `json:"http_eight_clients_per_s"`
+	// SendCeilingPerS is what one client's durable sends cannot exceed
+	// here: one per fsync + HTTP round trip + signature (p50s), with no
+	// other work at all.
+	SendCeilingPerS float64 `json:"send_ceiling_one_client_per_s"`
+	// CatchupVerifyS is how long checking the catchup scenario's
+	// messages' signatures with crypto/ed25519 takes on all the cores.
+	CatchupVerifyS  float64 `json:"catchup_verify_s"`
+	CatchupMessages int     `json:"catchup_messages"`
+	// Stream is a libp2p stream round trip between two hosts in the bench
+	// process (TCP on 127.0.0.1, Noise, yamux): 64 bytes each way on a
+	// stream kept open.
+	Stream benchLatency `json:"libp2p_stream_round_trip"`
+	// InvokeFloorMs is what an invoke through two daemons cannot beat
+	// here: two API round trips (the caller's and the handler agent's)
+	// and one stream round trip between the daemons (p50s).
+	InvokeFloorMs float64 `json:"invoke_floor_ms"`
+	// Gossip is gossipsub alone at the broadcast scenario's rates.
+	Gossip []gossipFloorRun `json:"gossip"`
+}
+
+// gossipFloorRun is one rate of the gossip floor: Hosts libp2p hosts in
+// the bench process (TCP on 127.0.0.1, Noise, yamux), every one connected
+// to every other, in one gossipsub topic with weft's options
+// (mesh.PubSubOptions) and nothing else: no validation, no store, no
+// API. Publishers send Bytes-byte messages at TargetPerS for the
+// broadcast scenario's time.
+type gossipFloorRun struct {
+	Hosts        int          `json:"hosts"`
+	Bytes        int          `json:"bytes"`
+	TargetPerS   int          `json:"target_per_s"`
+	Publishers   int          `json:"publishers"`
+	Sent         int          `json:"sent"`
+	AchievedPerS float64      `json:"achieved_per_s"`
+	Expected     int          `json:"expected"` // sent × (hosts − 1)
+	Arrived      int          `json:"arrived"`  // within the grace period
+	Latency      benchLatency `json:"latency"`  // publish → arrival
+	// CPUPerMsgUs is the bench process's CPU time over the run (every
+	// host's: publishing, forwarding, receiving) divided by the messages
+	// that arrived.
+	CPUPerMsgUs float64 `json:"cpu_per_msg_us"`
+}
+
+func (r *floorsResult) rows() [][2]string {
+	rows := [][2]string{
+		{"ed25519 sign / verify (crypto/ed25519, one core)", fmt.Sprintf("%.1f / %.1f µs", r.SignUs, r.VerifyUs)},
+		{"bare net/http over a Unix socket, 1 client", fmt.Sprintf("%s; %s req/s", r.HTTP, fmtCount(r.HTTP1PerS))},
+		{"bare net/http over a Unix socket, 8 clients", fmtCount(r.HTTP8PerS) + " req/s"},
+		{"so 1 client's durable sends ≤ 1 / (fsync + round trip + sign)", fmtCount(r.SendCeilingPerS) + "/s"},
+		{fmt.Sprintf("so crypto/ed25519 checks the catchup's %s signatures on all cores in", fmtCount(float64(r.CatchupMessages))), fmt.Sprintf("%.2f s", r.CatchupVerifyS)},
+		{"bare libp2p stream round trip (64 B, a kept stream)", r.Stream.String()},
+		{"so an invoke ≥ 2 API round trips + 1 stream round trip", fmt.Sprintf("%s ms", fmtMs(r.InvokeFloorMs))},
+	}
+	for _, g := range r.Gossip {
+		rows = append(rows, [2]string{
+			fmt.Sprintf("bare gossipsub, %d hosts, %d B, %s msg/s asked", g.Hosts, g.Bytes, fmtCount(float64(g.TargetPerS))),
+			fmt.Sprintf("%s/s reached, %s of %s arrived; %s; %.0f µs CPU per arrival",
+				fmtCount(g.AchievedPerS), fmtCount(float64(g.Arrived)), fmtCount(float64(g.Expected)), g.Latency, g.CPUPerMsgUs),
+		})
+	}
+	return rows
+}
+
+func benchFloors(ctx context.Context, b *bench, r *floorsResult) error {
+	fsync := b.fsync
+	r.SignUs, r.VerifyUs = ed25519Floor(2000)
+	var err error
+	if r.HTTP, r.HTTP1PerS, r.HTTP8PerS, err = httpFloor(ctx, b.root, b.sizes.sendFor); err != nil {
+		return fmt.Errorf("http: %w", err)
+	}
+	if per := fsync.P50Ms + r.HTTP.P50Ms + r.SignUs/1000; per > 0 {
+		r.SendCeilingPerS = round(1000/per, 0)
+	}
+	r.CatchupMessages = b.sizes.catchup
+	r.CatchupVerifyS = round(r.VerifyUs*float64(b.sizes.catchup)/float64(runtime.NumCPU())/1e6, 2)
+	if r.Stream, err = streamFloor(ctx, b.sizes.healthPings*10); err != nil {
+		return fmt.Errorf("stream: %w", err)
+	}
+	r.InvokeFloorMs = round(2*r.HTTP.P50Ms+r.Stream.P50Ms, 3)
+	for _, rate := range b.sizes.bcastRates {
+		g, err := gossipFloor(ctx, b.sizes.bcastDaemons, rate, b.sizes.bcastFor, b.sizes.bcastGrace)
+		r.Gossip = append(r.Gossip, g)
+		if err != nil {
+			return fmt.Errorf("gossip at %d msg/s: %w", rate, err)
+		}
+	}
+	return nil
+}
+
+// ed25519Floor returns Sign's and Verify's mean time in µs over n each.
+func ed25519Floor(n int) (sign, verify float64) {
+	pub, priv, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		panic(err) // crypto/rand does not fail
+	}
+	msg := make([]byte, 300)
+	sigs := make([][]byte, n)
+	t := time.Now()
+	for i := range n {
+		binary.LittleEndian.PutUint64(msg, uint64(i))
+		sigs[i] = ed25519.Sign(priv, msg)
+	}
+	sign = float64(time.Since(t).Nanoseconds()) / float64(n) / 1000
+	t = time.Now()
+	for i := range n {
+		binary.LittleEndian.PutUint64(msg, uint64(i))
+		if !ed25519.Verify(pub, msg, sigs[i]) {
+			panic("ed25519: a signature just made does not verify")
+		}
+	}
+	verify = float64(time.Since(t).Nanoseconds()) / float64(n) / 1000
+	return round(sign, 1), round(verify, 1)
+}
+
+// httpFloor serves a Unix socket in dir with net/http and times a POST
+// of a send's size to it: one client's round trips (one at a time, for
+// dur), then requests/s with 1 and 8 clients for dur each.
+func httpFloor(ctx context.Context, dir string, dur time.Duration) (benchLatency, float64, float64, error) {
+	sock := filepath.Join(dir, "floor.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		return benchLatency{}, 0, 0, err
+	}
+	defer os.Remove(sock)
+	answer := make([]byte, 300)
+	for i := range answer {
+		answer[i] = 'a'
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := io.Copy(io.Discard, r.Body); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(answer)
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+
+	body := benchContent(0)
+	newClient := func() *http.Client {
+		return &http.Client{Transport: &http.Transport{
+			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+				var d net.Dialer
+				return d.DialContext(ctx, "unix", sock)
+			},
+			MaxIdleConnsPerHost: 1,
+		}}
+	}
+	post := func(c *http.Client) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://floor/v1/spaces/s/messages", bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := c.Do(req)
+		if err != nil {
+			return err
+		}
+		_, err = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if err == nil && resp.StatusCode != http.StatusOK {
+			err = fmt.Errorf("status %d", resp.StatusCode)
+		}
+		return err
+	}
+	// rate runs n clients for dur and returns requests/s, and with one
+	// client each request's round trip.
+	rate := func(n int) (float64, []time.Duration, error) {
+		var done atomic.Int64
+		var lats []time.Duration
+		end := time.Now().Add(dur)
+		start := time.Now()
+		err := parallel(n, n, func(int) error {
+			c := newClient()
+			defer c.CloseIdleConnections()
+			for time.Now().Before(end) && ctx.Err() == nil {
+				t := time.Now()
+				if err := post(c); err != nil {
+					return err
+				}
+				if n == 1 {
+					lats = append(lats, time.Since(t))
+				}
+				done.Add(1)
+			}
+			return nil
+		})
+		return perSecond(int(done.Load()), time.Since(start)), lats, err
+	}
+	one, lats, err := rate(1)
+	if err != nil {
+		return benchLatency{}, 0, 0, err
+	}
+	eight, _, err := rate(8)
+	return latencies(lats), one, eight, err
+}
+
+// floorHost is a libp2p host as the floors use them: TCP on 127.0.0.1,
+// Noise, yamux.
+func floorHost() (host.Host, error) {
+	return libp2p.New(
+		libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"),
+		libp2p.Transport(tcp.NewTCPTransport),
+		libp2p.Security(noise.ID, noise.New),
+		libp2p.Muxer(yamux.ID, yamux.DefaultTransport),
+		libp2p.DisableRelay(),
+		libp2p.DisableMetrics(),
+	)
+}
+
+// streamFloor times n round trips of 64 bytes on one stream between two
+// hosts.
+func streamFloor(ctx context.Context, n int) (benchLatency, error) {
+	a, err := floorHost()
+	if err != nil {
+		return benchLatency{}, err
+	}
+	defer a.Close()
+	b, err := floorHost()
+	if err != nil {
+		return benchLatency{}, err
+	}
+	defer b.Close()
+	const proto = "/weft-bench/echo/1"
+	b.SetStreamHandler(proto, func(s network.Stream) {
+		defer s.Close()
+		_, _ = io.Copy(s, s)
+	})
+	if err := a.Connect(ctx, peer.AddrInfo{ID: b.ID(), Addrs: b.Addrs()}); err != nil {
+		return benchLatency{}, err
+	}
+	s, err := a.NewStream(ctx, b.ID(), proto)
+	if err != nil {
+		return benchLatency{}, err
+	}
+	defer s.Reset()
+	buf := make([]byte, 64)
+	lats := make([]time.Duration, 0, n)
+	for i := range n + 50 { // 50 to warm up
+		t := time.Now()
+		if _, err := s.Write(buf); err != nil {
+			return benchLatency{}, err
+		}
+		if _, err := io.ReadFull(s, buf); err != nil {
+			return benchLatency{}, err
+		}
+		if i >= 50 {
+			lats = append(lats, time.Since(t))
+		}
+	}
+	return latencies(lats), nil
+}
+
+// gossipFloor runs gossipsub alone (see gossipFloorRun) with n hosts at
+// rate msg/s for dur, and waits up to grace after the last publish for
+// arrivals.
+func gossipFloor(ctx context.Context, n, rate int, dur, grace time.Duration) (gossipFloorRun, error) {
+	const size = 400 // about a broadcast scenario message's wire size
+	total := int(float64(rate) * dur.Seconds())
+	run := gossipFloorRun{Hosts: n, Bytes: size, TargetPerS: rate, Publishers: min(n, max(1, rate/250))}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	hosts := make([]host.Host, n)
+	defer func() {
+		for _, h := range hosts {
+			if h != nil {
+				h.Close()
+			}
+		}
+	}()
+	for i := range hosts {
+		h, err := floorHost()
+		if err != nil {
+			return run, err
+		}
+		hosts[i] = h
+	}
+	for i, a := range hosts {
+		for _, c := range hosts[i+1:] {
+			if err := a.Connect(ctx, peer.AddrInfo{ID: c.ID(), Addrs: c.Addrs()}); err != nil {
+				return run, err
+			}
+		}
+	}
+	quiet := slog.New(slog.DiscardHandler)
+	topics := make([]*pubsub.Topic, n)
+	var (
+		mu    sync.Mutex
+		lats  []time.Duration
+		seen  = make([]map[uint32]bool, n)
+		wg    sync.WaitGroup
+		count atomic.Int64
+	)
+	defer wg.Wait()
+	defer cancel()
+	for i, h := range hosts {
+		ps, err := pubsub.NewGossipSub(ctx, h, mesh.PubSubOptions(quiet)...)
+		if err != nil {
+			return run, err
+		}
+		if topics[i], err = ps.Join("weft-bench-floor"); err != nil {
+			return run, err
+		}
+		sub, err := topics[i].Subscribe()
+		if err != nil {
+			return run, err
+		}
+		seen[i] = make(map[uint32]bool)
+		wg.Go(func() {
+			defer sub.Cancel()
+			for {
+				m, err := sub.Next(ctx)
+				if err != nil {
+					return
+				}
+				if m.ReceivedFrom == h.ID() || len(m.Data) < 12 {
+					continue // its own
+				}
+				now := time.Now()
+				seq := binary.LittleEndian.Uint32(m.Data[8:])
+				mu.Lock()
+				if !seen[i][seq] {
+					seen[i][seq] = true
+					lats = append(lats, now.Sub(time.Unix(0, int64(binary.LittleEndian.Uint64(m.Data)))))
+					count.Add(1)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	// Every host in every other's topic view, and a heartbeat or two for
+	// the meshes.
+	deadline := time.Now().Add(30 * time.Second)
+	for _, t := range topics {
+		for len(t.ListPeers()) < n-1 {
+			if time.Now().After(deadline) {
+				return run, fmt.Errorf("a host sees %d of %d topic peers after 30 s", len(t.ListPeers()), n-1)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	time.Sleep(2 * time.Second)
+
+	cpu0, _ := procCPU(os.Getpid())
+	var next, sent atomic.Int64
+	interval := time.Second / time.Duration(rate)
+	start := time.Now()
+	err := parallel(run.Publishers, run.Publishers, func(p int) error {
+		data := make([]byte, size)
+		for {
+			i := next.Add(1) - 1
+			if i >= int64(total) {
+				return nil
+			}
+			if wait := time.Until(start.Add(time.Duration(i) * interval)); wait > 0 {
+				time.Sleep(wait)
+			}
+			binary.LittleEndian.PutUint64(data, uint64(time.Now().UnixNano()))
+			binary.LittleEndian.PutUint32(data[8:], uint32(i))
+			if err := topics[p].Publish(ctx, data); err != nil {
+				return err
+			}
+			sent.Add(1)
+		}
+	})
+	run.Sent = int(sent.Load())
+	run.AchievedPerS = round(perSecond(run.Sent, time.Since(start)), 1)
+	if err != nil {
+		return run, err
+	}
+	run.Expected = run.Sent * (n - 1)
+	end := time.Now().Add(grace)
+	for count.Load() < int64(run.Expected) && time.Now().Before(end) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	cpu1, _ := procCPU(os.Getpid())
+	mu.Lock()
+	run.Arrived, run.Latency = len(lats), latencies(lats)
+	mu.Unlock()
+	if run.Arrived > 0 {
+		run.CPUPerMsgUs = round(float64((cpu1-cpu0).Microseconds())/float64(run.Arrived), 1)
+	}
+	return run, nil
+}
