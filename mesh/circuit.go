@@ -263,20 +263,11 @@ func (m *Mesh) noteCircuit(space protocol.ID, p peer.ID) {
 	}
 }
 
-// circuitAddr returns a circuit address through which p can be dialled
-// again (…/p2p/RELAY/p2p-circuit): that of a circuit this node dialled
-// (p holds a reservation on its relay), else one p advertises (a relay
-// where it holds one; a redial's Connect dials those anyway); nil if
-// neither. A circuit p dialled came through this node's own reservation,
-// and its address names a relay where p may hold none.
+// circuitAddr returns the address of one of this node's circuits to p
+// (…/p2p/RELAY/p2p-circuit), a way to dial p again; nil if it has none.
 func (m *Mesh) circuitAddr(p peer.ID) ma.Multiaddr {
 	for _, c := range m.h.Network().ConnsToPeer(p) {
-		if a := c.RemoteMultiaddr(); c.Stat().Direction == network.DirOutbound && isCircuit(a) {
-			return a
-		}
-	}
-	for _, a := range m.h.Peerstore().Addrs(p) {
-		if isCircuit(a) {
+		if a := c.RemoteMultiaddr(); isCircuit(a) {
 			return a
 		}
 	}

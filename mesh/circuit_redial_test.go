@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/control"
-	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
@@ -190,55 +189,4 @@ func joinThroughRelay(t *testing.T, space protocol.ID, a, b *Mesh) {
 		defer cancel()
 		return b.Dial(ctx, a.ID()) == nil
 	})
-}
-
-// TestCircuitAddrRedialable: the address a circuit member is dialled again
-// at names a relay where the peer holds a reservation: that of a circuit
-// this node dialled, else one the peer advertises. A circuit the peer
-// dialled came through this node's own reservation, where the peer may
-// hold none: its address used to be taken. (On loopback autorelay
-// advertises no relay address, so the advertised case is the netbed
-// tests'.)
-func TestCircuitAddrRedialable(t *testing.T) {
-	relay, _ := newTestMesh(t, Config{Reachability: ReachabilityPublic, Relay: RelayOpen})
-	natted := Config{
-		ListenAddrs:  []string{"/ip4/127.0.0.1/tcp/0"},
-		Reachability: ReachabilityPrivate,
-		Gater:        coneNAT{relay.ID()},
-		PunchAgain:   -1,
-	}
-	a, _ := newTestMesh(t, natted, relay)
-	b, _ := newTestMesh(t, natted, relay)
-	circ := ma.StringCast(relay.h.Addrs()[0].String() + "/p2p/" + relay.ID().String() + "/p2p-circuit")
-	dial := func(from host.Host, to peer.ID) error {
-		ctx, cancel := context.WithTimeout(network.WithAllowLimitedConn(t.Context(), "test"), 5*time.Second)
-		defer cancel()
-		return from.Connect(ctx, peer.AddrInfo{ID: to, Addrs: []ma.Multiaddr{circ}})
-	}
-	waitFor(t, 30*time.Second, "a connected to b through the relay", func() bool {
-		return dial(a.h, b.ID()) == nil && a.h.Network().Connectedness(b.ID()) == network.Limited
-	})
-	var dialled []ma.Multiaddr
-	for _, c := range a.h.Network().ConnsToPeer(b.ID()) {
-		if c.Stat().Direction == network.DirOutbound {
-			dialled = append(dialled, c.RemoteMultiaddr())
-		}
-	}
-	if got := a.circuitAddr(b.ID()); got == nil || !slices.ContainsFunc(dialled, got.Equal) {
-		t.Errorf("a's address for b, which a dialled: %v, want one of %v", got, dialled)
-	}
-
-	// b's connection to a is inbound, through b's own reservation: no
-	// way back to a, which advertises no relay address.
-	for _, c := range b.h.Network().ConnsToPeer(a.ID()) {
-		if c.Stat().Direction != network.DirInbound || !isCircuit(c.RemoteMultiaddr()) {
-			t.Fatalf("b's connection to a: %v at %v, want an inbound circuit", c.Stat().Direction, c.RemoteMultiaddr())
-		}
-	}
-	if slices.ContainsFunc(b.h.Peerstore().Addrs(a.ID()), isCircuit) {
-		t.Skip("a advertises a relay address after all")
-	}
-	if got := b.circuitAddr(a.ID()); got != nil {
-		t.Errorf("b's address for a, which dialled b through b's reservation: %v, want none", got)
-	}
 }
