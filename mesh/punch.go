@@ -72,13 +72,13 @@ func (p *puncher) closedByTry(id peer.ID, now time.Time) bool {
 // due takes the peers this node reaches only through relays now
 // (relayed) and returns those whose try is due at now, marked busy. A peer
 // seen relayed for the first time is due first later; one no longer in
-// relayed (a direct connection, none at all) and not being tried is
-// forgotten, so that it starts again from first if it is relayed again.
-func (p *puncher) due(relayed []peer.ID, now time.Time) []peer.ID {
+// relayed (a direct connection, none at all, or no longer this node's to
+// try) and not being tried is forgotten, so that it starts again from
+// first if it is relayed again: forgot lists those.
+func (p *puncher) due(relayed []peer.ID, now time.Time) (out, forgot []peer.ID) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	in := make(map[peer.ID]bool, len(relayed))
-	var out []peer.ID
 	for _, id := range relayed {
 		in[id] = true
 		pp, ok := p.m[id]
@@ -98,9 +98,10 @@ func (p *puncher) due(relayed []peer.ID, now time.Time) []peer.ID {
 	for id, pp := range p.m {
 		if !in[id] && !pp.busy { // a try closes the circuit before it dials
 			delete(p.m, id)
+			forgot = append(forgot, id)
 		}
 	}
-	return out
+	return out, forgot
 }
 
 // later puts a due try for id off to the next check. It reports whether
@@ -167,7 +168,13 @@ func (m *Mesh) punchLoop(ctx context.Context, p *puncher) {
 			return
 		case <-t.C:
 		}
-		for _, id := range p.due(m.punchable(), m.now()) {
+		due, forgot := p.due(m.punchable(), m.now())
+		for _, id := range forgot {
+			if ours, why := m.punchRole(id); !ours && m.h.Network().Connectedness(id) == network.Limited {
+				m.log.Debug("hole punching again left to the peer", "peer", id, "why", why)
+			}
+		}
+		for _, id := range due {
 			conns := m.h.Network().ConnsToPeer(id)
 			if open := openStreams(conns); len(open) > 0 {
 				if p.later(id) {
@@ -222,23 +229,34 @@ func openStreams(conns []network.Conn) []string {
 // again), and, when the peer dialled one too, whose ID is above its own
 // (see punchLoop).
 func (m *Mesh) punchable() []peer.ID {
-	self := []byte(m.h.ID())
 	var out []peer.ID
 	for _, id := range m.h.Network().Peers() {
-		if m.h.Network().Connectedness(id) != network.Limited {
-			continue
-		}
-		var in, outb bool
-		for _, c := range m.h.Network().ConnsToPeer(id) {
-			if c.Stat().Direction == network.DirOutbound {
-				outb = true
-			} else {
-				in = true
-			}
-		}
-		if outb && (!in || bytes.Compare(self, []byte(id)) < 0) {
+		if ours, _ := m.punchRole(id); ours {
 			out = append(out, id)
 		}
 	}
 	return out
+}
+
+// punchRole reports whether this node is the one to try hole punching
+// again with peer id (see punchable), and if not, why.
+func (m *Mesh) punchRole(id peer.ID) (ours bool, why string) {
+	if m.h.Network().Connectedness(id) != network.Limited {
+		return false, "not reached through relays only"
+	}
+	var in, outb bool
+	for _, c := range m.h.Network().ConnsToPeer(id) {
+		if c.Stat().Direction == network.DirOutbound {
+			outb = true
+		} else {
+			in = true
+		}
+	}
+	switch {
+	case !outb:
+		return false, "the peer dialled the circuit"
+	case in && bytes.Compare([]byte(m.h.ID()), []byte(id)) > 0:
+		return false, "both dialled circuits, and the peer's ID is the lower"
+	}
+	return true, ""
 }

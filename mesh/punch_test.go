@@ -78,20 +78,20 @@ func TestPuncherDue(t *testing.T) {
 	p := &puncher{first: time.Second}
 	a, b := peer.ID("a"), peer.ID("b")
 	t0 := time.Unix(1000, 0)
-	if got := p.due([]peer.ID{a}, t0); len(got) != 0 {
+	if got, _ := p.due([]peer.ID{a}, t0); len(got) != 0 {
 		t.Fatalf("a peer just seen relayed is due: %v", got)
 	}
-	if got := p.due([]peer.ID{a, b}, t0.Add(999*time.Millisecond)); len(got) != 0 {
+	if got, _ := p.due([]peer.ID{a, b}, t0.Add(999*time.Millisecond)); len(got) != 0 {
 		t.Fatalf("due before first: %v", got)
 	}
-	if got := p.due([]peer.ID{a, b}, t0.Add(time.Second)); len(got) != 1 || got[0] != a {
+	if got, _ := p.due([]peer.ID{a, b}, t0.Add(time.Second)); len(got) != 1 || got[0] != a {
 		t.Fatalf("due at first: %v, want [a]", got)
 	}
-	if got := p.due([]peer.ID{a, b}, t0.Add(3*time.Second)); len(got) != 1 || got[0] != b {
+	if got, _ := p.due([]peer.ID{a, b}, t0.Add(3*time.Second)); len(got) != 1 || got[0] != b {
 		t.Fatalf("a, whose try is under way, is due again: %v, want [b]", got)
 	}
 	// a's try closed its circuit and is dialling: a is kept meanwhile.
-	if got := p.due(nil, t0.Add(3*time.Second)); len(got) != 0 {
+	if got, _ := p.due(nil, t0.Add(3*time.Second)); len(got) != 0 {
 		t.Fatalf("due with no peer relayed: %v", got)
 	}
 	if _, ok := p.m[a]; !ok {
@@ -100,11 +100,11 @@ func TestPuncherDue(t *testing.T) {
 	now := t0.Add(4 * time.Second)
 	for i, wait := range []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second} {
 		p.tried(a, now)
-		if got := p.due([]peer.ID{a}, now.Add(wait-time.Millisecond)); len(got) != 0 {
+		if got, _ := p.due([]peer.ID{a}, now.Add(wait-time.Millisecond)); len(got) != 0 {
 			t.Fatalf("try %d: due before %v", i+1, wait)
 		}
 		now = now.Add(wait)
-		if got := p.due([]peer.ID{a}, now); len(got) != 1 {
+		if got, _ := p.due([]peer.ID{a}, now); len(got) != 1 {
 			t.Fatalf("try %d: not due after %v", i+1, wait)
 		}
 	}
@@ -112,31 +112,33 @@ func TestPuncherDue(t *testing.T) {
 	// tried: forgotten, so it
 	// starts again from first when it is relayed again.
 	p.tried(b, now)
-	p.due([]peer.ID{a}, now)
+	if _, forgot := p.due([]peer.ID{a}, now); len(forgot) != 1 || forgot[0] != b {
+		t.Fatalf("forgotten: %v, want [b]", forgot)
+	}
 	if _, ok := p.m[b]; ok {
 		t.Fatal("b, no longer relayed, still kept")
 	}
-	if got := p.due([]peer.ID{a, b}, now); len(got) != 0 {
+	if got, _ := p.due([]peer.ID{a, b}, now); len(got) != 0 {
 		t.Fatalf("b due at once after coming back: %v", got)
 	}
 	// The wait after the first try is at least the gap (see punchGap).
 	g := &puncher{first: time.Second, gap: punchGap}
 	g.due([]peer.ID{a}, t0)
-	if got := g.due([]peer.ID{a}, t0.Add(time.Second)); len(got) != 1 {
+	if got, _ := g.due([]peer.ID{a}, t0.Add(time.Second)); len(got) != 1 {
 		t.Fatalf("not due at first: %v", got)
 	}
 	g.tried(a, t0.Add(time.Second))
-	if got := g.due([]peer.ID{a}, t0.Add(time.Second+punchGap-time.Millisecond)); len(got) != 0 {
+	if got, _ := g.due([]peer.ID{a}, t0.Add(time.Second+punchGap-time.Millisecond)); len(got) != 0 {
 		t.Fatalf("tried again within %v of the first try", punchGap)
 	}
-	if got := g.due([]peer.ID{a}, t0.Add(time.Second+punchGap)); len(got) != 1 {
+	if got, _ := g.due([]peer.ID{a}, t0.Add(time.Second+punchGap)); len(got) != 1 {
 		t.Fatalf("not tried again %v after the first try", punchGap)
 	}
 	// The wait stops growing at punchMax.
 	for range 20 {
 		p.tried(a, now)
 		now = now.Add(punchMax)
-		if got := p.due([]peer.ID{a}, now); len(got) != 1 {
+		if got, _ := p.due([]peer.ID{a}, now); len(got) != 1 {
 			t.Fatalf("not due %v after a try", punchMax)
 		}
 	}
@@ -151,7 +153,7 @@ func TestPuncherLater(t *testing.T) {
 	p.due([]peer.ID{a}, t0)
 	now := t0.Add(time.Second)
 	for i := range 3 {
-		if got := p.due([]peer.ID{a}, now); len(got) != 1 {
+		if got, _ := p.due([]peer.ID{a}, now); len(got) != 1 {
 			t.Fatalf("check %d: a put off is not due: %v", i, got)
 		}
 		if first := p.later(a); first != (i == 0) {
@@ -162,7 +164,7 @@ func TestPuncherLater(t *testing.T) {
 	p.due([]peer.ID{a}, now)
 	p.tried(a, now)
 	now = now.Add(2 * time.Second)
-	if got := p.due([]peer.ID{a}, now); len(got) != 1 {
+	if got, _ := p.due([]peer.ID{a}, now); len(got) != 1 {
 		t.Fatalf("not due after the wait: %v", got)
 	}
 	if !p.later(a) {
