@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,21 +49,29 @@ type floorsResult struct {
 	HTTP      benchLatency `json:"http_round_trip"`
 	HTTP1PerS float64      `json:"http_one_client_per_s"`
 	HTTP8PerS float64      `json:"http_eight_clients_per_s"`
+	// HTTP8CPUUs is the bench process's CPU time per request with 8
+	// clients: server and clients together.
+	HTTP8CPUUs float64 `json:"http_eight_clients_cpu_us"`
+	// Fdatasync is writing 4 KiB into a file that does not grow and
+	// fdatasyncing it: the least a durable write-ahead log pays per sync
+	// (the run's fsync figure appends, so its file grows).
+	Fdatasync benchLatency `json:"fdatasync"`
 	// SendCeilingPerS is what one client's durable sends cannot exceed
-	// here: one per fsync + HTTP round trip + signature (p50s), with no
-	// other work at all.
+	// here: one per fdatasync + HTTP round trip + signature (p50s), with
+	// no other work at all.
 	SendCeilingPerS float64 `json:"send_ceiling_one_client_per_s"`
-	// CatchupVerifyS is how long checking the catchup scenario's
-	// messages' signatures with crypto/ed25519 takes on all the cores.
-	CatchupVerifyS  float64 `json:"catchup_verify_s"`
-	CatchupMessages int     `json:"catchup_messages"`
 	// Stream is a libp2p stream round trip between two hosts in the bench
 	// process (TCP on 127.0.0.1, Noise, yamux): 64 bytes each way on a
 	// stream kept open.
 	Stream benchLatency `json:"libp2p_stream_round_trip"`
+	// Unix is a round trip of 64 bytes each way on a Unix socket
+	// connection kept open (a handler agent's leg of an invoke: the call
+	// comes on its event stream, the answer goes back on a kept
+	// connection).
+	Unix benchLatency `json:"unix_round_trip"`
 	// InvokeFloorMs is what an invoke through two daemons cannot beat
-	// here: two API round trips (the caller's and the handler agent's)
-	// and one stream round trip between the daemons (p50s).
+	// here: the caller's API round trip, a stream round trip between the
+	// daemons and one to the handler agent (p50s).
 	InvokeFloorMs float64 `json:"invoke_floor_ms"`
 	// Gossip is gossipsub alone at the broadcast scenario's rates.
 	Gossip []gossipFloorRun `json:"gossip"`
@@ -96,11 +103,12 @@ func (r *floorsResult) rows() [][2]string {
 	rows := [][2]string{
 		{"ed25519 sign / verify (crypto/ed25519, one core)", fmt.Sprintf("%.1f / %.1f µs", r.SignUs, r.VerifyUs)},
 		{"bare net/http over a Unix socket, 1 client", fmt.Sprintf("%s; %s req/s", r.HTTP, fmtCount(r.HTTP1PerS))},
-		{"bare net/http over a Unix socket, 8 clients", fmtCount(r.HTTP8PerS) + " req/s"},
-		{"so 1 client's durable sends ≤ 1 / (fsync + round trip + sign)", fmtCount(r.SendCeilingPerS) + "/s"},
-		{fmt.Sprintf("so crypto/ed25519 checks the catchup's %s signatures on all cores in", fmtCount(float64(r.CatchupMessages))), fmt.Sprintf("%.2f s", r.CatchupVerifyS)},
+		{"bare net/http over a Unix socket, 8 clients", fmt.Sprintf("%s req/s; %.0f µs CPU per request", fmtCount(r.HTTP8PerS), r.HTTP8CPUUs)},
+		{"fdatasync of 4 KiB in a file that does not grow", r.Fdatasync.String()},
+		{"so 1 client's durable sends ≤ 1 / (fdatasync + round trip + sign)", fmtCount(r.SendCeilingPerS) + "/s"},
 		{"bare libp2p stream round trip (64 B, a kept stream)", r.Stream.String()},
-		{"so an invoke ≥ 2 API round trips + 1 stream round trip", fmt.Sprintf("%s ms", fmtMs(r.InvokeFloorMs))},
+		{"bare Unix socket round trip (64 B, a kept connection)", r.Unix.String()},
+		{"so an invoke ≥ API round trip + 2 stream round trips", fmt.Sprintf("%s ms", fmtMs(r.InvokeFloorMs))},
 	}
 	for _, g := range r.Gossip {
 		rows = append(rows, [2]string{
@@ -113,21 +121,25 @@ func (r *floorsResult) rows() [][2]string {
 }
 
 func benchFloors(ctx context.Context, b *bench, r *floorsResult) error {
-	fsync := b.fsync
 	r.SignUs, r.VerifyUs = ed25519Floor(2000)
 	var err error
-	if r.HTTP, r.HTTP1PerS, r.HTTP8PerS, err = httpFloor(ctx, b.root, b.sizes.sendFor); err != nil {
+	if r.HTTP, r.HTTP1PerS, r.HTTP8PerS, r.HTTP8CPUUs, err = httpFloor(ctx, b.root, b.sizes.sendFor); err != nil {
 		return fmt.Errorf("http: %w", err)
 	}
-	if per := fsync.P50Ms + r.HTTP.P50Ms + r.SignUs/1000; per > 0 {
+	if r.Fdatasync, err = fdatasyncLatency(b.root, 200); err != nil {
+		return fmt.Errorf("fdatasync: %w", err)
+	}
+	if per := r.Fdatasync.P50Ms + r.HTTP.P50Ms + r.SignUs/1000; per > 0 {
 		r.SendCeilingPerS = round(1000/per, 0)
 	}
-	r.CatchupMessages = b.sizes.catchup
-	r.CatchupVerifyS = round(r.VerifyUs*float64(b.sizes.catchup)/float64(runtime.NumCPU())/1e6, 2)
-	if r.Stream, err = streamFloor(ctx, b.sizes.healthPings*10); err != nil {
+	pings := b.sizes.healthPings * 10
+	if r.Stream, err = streamFloor(ctx, pings); err != nil {
 		return fmt.Errorf("stream: %w", err)
 	}
-	r.InvokeFloorMs = round(2*r.HTTP.P50Ms+r.Stream.P50Ms, 3)
+	if r.Unix, err = unixFloor(b.root, pings); err != nil {
+		return fmt.Errorf("unix: %w", err)
+	}
+	r.InvokeFloorMs = round(r.HTTP.P50Ms+r.Stream.P50Ms+r.Unix.P50Ms, 3)
 	for _, rate := range b.sizes.bcastRates {
 		g, err := gossipFloor(ctx, b.sizes.bcastDaemons, rate, b.sizes.bcastFor, b.sizes.bcastGrace)
 		r.Gossip = append(r.Gossip, g)
@@ -166,11 +178,11 @@ func ed25519Floor(n int) (sign, verify float64) {
 // httpFloor serves a Unix socket in dir with net/http and times a POST
 // of a send's size to it: one client's round trips (one at a time, for
 // dur), then requests/s with 1 and 8 clients for dur each.
-func httpFloor(ctx context.Context, dir string, dur time.Duration) (benchLatency, float64, float64, error) {
+func httpFloor(ctx context.Context, dir string, dur time.Duration) (rt benchLatency, one, eight, eightCPUUs float64, err error) {
 	sock := filepath.Join(dir, "floor.sock")
 	ln, err := net.Listen("unix", sock)
 	if err != nil {
-		return benchLatency{}, 0, 0, err
+		return rt, 0, 0, 0, err
 	}
 	defer os.Remove(sock)
 	answer := make([]byte, 300)
@@ -241,10 +253,94 @@ func httpFloor(ctx context.Context, dir string, dur time.Duration) (benchLatency
 	}
 	one, lats, err := rate(1)
 	if err != nil {
-		return benchLatency{}, 0, 0, err
+		return rt, 0, 0, 0, err
 	}
-	eight, _, err := rate(8)
-	return latencies(lats), one, eight, err
+	cpu0, _ := procCPU(os.Getpid())
+	eight, _, err = rate(8)
+	cpu1, _ := procCPU(os.Getpid())
+	if eight > 0 {
+		eightCPUUs = round(float64((cpu1-cpu0).Microseconds())/(eight*dur.Seconds()), 1)
+	}
+	return latencies(lats), one, eight, eightCPUUs, err
+}
+
+// fdatasyncLatency writes 4 KiB into a preallocated file in dir, at the
+// next 4 KiB each time (so the file never grows), and fdatasyncs it, n
+// times.
+func fdatasyncLatency(dir string, n int) (benchLatency, error) {
+	f, err := os.CreateTemp(dir, "fdatasync-")
+	if err != nil {
+		return benchLatency{}, err
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	const block, blocks = 4096, 1024
+	if _, err := f.Write(make([]byte, block*blocks)); err != nil {
+		return benchLatency{}, err
+	}
+	if err := f.Sync(); err != nil {
+		return benchLatency{}, err
+	}
+	buf := make([]byte, block)
+	lats := make([]time.Duration, 0, n)
+	for i := range n {
+		buf[0] = byte(i)
+		t := time.Now()
+		if _, err := f.WriteAt(buf, int64(i%blocks)*block); err != nil {
+			return benchLatency{}, err
+		}
+		if err := fdatasync(f); err != nil {
+			return benchLatency{}, err
+		}
+		lats = append(lats, time.Since(t))
+	}
+	return latencies(lats), nil
+}
+
+// unixFloor times n round trips of 64 bytes on one Unix socket
+// connection to an echo server in the bench process.
+func unixFloor(dir string, n int) (benchLatency, error) {
+	sock := filepath.Join(dir, "floor-echo.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		return benchLatency{}, err
+	}
+	defer os.Remove(sock)
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		_, _ = io.Copy(c, c)
+	}()
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		return benchLatency{}, err
+	}
+	defer c.Close()
+	return pingPong(c, n)
+}
+
+// pingPong times n round trips of 64 bytes on rw, an echo, after 50 to
+// warm up.
+func pingPong(rw io.ReadWriter, n int) (benchLatency, error) {
+	buf := make([]byte, 64)
+	lats := make([]time.Duration, 0, n)
+	for i := range n + 50 {
+		t := time.Now()
+		if _, err := rw.Write(buf); err != nil {
+			return benchLatency{}, err
+		}
+		if _, err := io.ReadFull(rw, buf); err != nil {
+			return benchLatency{}, err
+		}
+		if i >= 50 {
+			lats = append(lats, time.Since(t))
+		}
+	}
+	return latencies(lats), nil
 }
 
 // floorHost is a libp2p host as the floors use them: TCP on 127.0.0.1,
@@ -286,21 +382,7 @@ func streamFloor(ctx context.Context, n int) (benchLatency, error) {
 		return benchLatency{}, err
 	}
 	defer s.Reset()
-	buf := make([]byte, 64)
-	lats := make([]time.Duration, 0, n)
-	for i := range n + 50 { // 50 to warm up
-		t := time.Now()
-		if _, err := s.Write(buf); err != nil {
-			return benchLatency{}, err
-		}
-		if _, err := io.ReadFull(s, buf); err != nil {
-			return benchLatency{}, err
-		}
-		if i >= 50 {
-			lats = append(lats, time.Since(t))
-		}
-	}
-	return latencies(lats), nil
+	return pingPong(s, n)
 }
 
 // gossipFloor runs gossipsub alone (see gossipFloorRun) with n hosts at
@@ -399,12 +481,12 @@ func gossipFloor(ctx context.Context, n, rate int, dur, grace time.Duration) (go
 	interval := time.Second / time.Duration(rate)
 	start := time.Now()
 	err := parallel(run.Publishers, run.Publishers, func(p int) error {
-		data := make([]byte, size)
 		for {
 			i := next.Add(1) - 1
-			if i >= int64(total) {
-				return nil
+			if i >= int64(total) || time.Since(start) >= dur {
+				return nil // all sent, or the time is up (an overloaded run sends fewer)
 			}
+			data := make([]byte, size) // Publish keeps it until sent to every peer
 			if wait := time.Until(start.Add(time.Duration(i) * interval)); wait > 0 {
 				time.Sleep(wait)
 			}

@@ -111,13 +111,17 @@ func TestBenchQuick(t *testing.T) {
 	if m := s.Memory; m.RSSAnonMB <= 0 || m.RSSFileMB <= 0 || m.RSSMB < m.RSSAnonMB || m.IdleForS <= 0 || m.IdleCPUPercent < 0 {
 		t.Errorf("memory: %+v", m)
 	}
-	if f := s.Floors; f.SignUs <= 0 || f.VerifyUs <= 0 || f.HTTP1PerS <= 0 || f.HTTP8PerS <= 0 || f.SendCeilingPerS <= 0 || f.CatchupVerifyS <= 0 || f.InvokeFloorMs <= 0 || len(f.Gossip) == 0 {
+	if f := s.Floors; f.SignUs <= 0 || f.VerifyUs <= 0 || f.HTTP1PerS <= 0 || f.HTTP8PerS <= 0 || f.HTTP8CPUUs <= 0 ||
+		f.SendCeilingPerS <= 0 || f.InvokeFloorMs <= 0 || len(f.Gossip) != len(quickSizes().bcastRates) {
 		t.Errorf("floors: %+v", f)
 	} else {
 		lat("bare HTTP", f.HTTP)
+		lat("fdatasync", f.Fdatasync)
 		lat("bare libp2p stream", f.Stream)
-		for _, g := range f.Gossip {
-			if g.Sent == 0 || g.Expected != g.Sent*(g.Hosts-1) || g.Arrived == 0 || g.Arrived > g.Expected || g.CPUPerMsgUs <= 0 {
+		lat("bare Unix socket", f.Unix)
+		for i, g := range f.Gossip {
+			if g.Hosts != quickSizes().bcastDaemons || g.TargetPerS != quickSizes().bcastRates[i] || g.Publishers < 1 ||
+				g.Sent == 0 || g.AchievedPerS <= 0 || g.Arrived == 0 || g.Latency.N != g.Arrived || g.CPUPerMsgUs <= 0 {
 				t.Errorf("floors, gossip: %+v", g)
 			}
 			lat("bare gossip", g.Latency)
