@@ -791,8 +791,14 @@ type invokeResult struct {
 	Latency benchLatency `json:"latency"` // one caller, one call at a time
 	// Concurrent8PerS is calls/s with 8 callers at once.
 	Concurrent8PerS float64 `json:"concurrent8_per_s"`
-	StreamFrames    int     `json:"stream_frames"` // deltas of one stream call
-	StreamPerS      float64 `json:"stream_frames_per_s"`
+	// CPU time per call of those 8 callers' calls: of the caller's
+	// daemon, of the callee's, and of the bench process (the callers'
+	// client and the handler agent).
+	CallerCPUUs  float64 `json:"caller_daemon_cpu_per_call_us"`
+	CalleeCPUUs  float64 `json:"callee_daemon_cpu_per_call_us"`
+	AgentsCPUUs  float64 `json:"agents_cpu_per_call_us"`
+	StreamFrames int     `json:"stream_frames"` // deltas of one stream call
+	StreamPerS   float64 `json:"stream_frames_per_s"`
 	// StreamRTT is a libp2p stream round trip between the two daemons,
 	// timed inside the calling daemon: a health query on a new stream
 	// (the rtt_ms of GET /v1/peers/{peer}/health). HealthAPI is the same
@@ -812,7 +818,8 @@ func (r *invokeResult) rows() [][2]string {
 		{"invoke through 2 daemons' APIs, 1 caller, 1 at a time", r.Latency.String()},
 		{"  its parts: the caller's API round trip (GET /v1/node)", r.APIRoundTrip.String()},
 		{"  an invoke the callee's daemon answers (no agent hop)", r.NoAgent.String()},
-		{"invoke, 8 concurrent callers", fmtCount(r.Concurrent8PerS) + " calls/s"},
+		{"invoke, 8 concurrent callers", fmt.Sprintf("%s calls/s; CPU per call: caller's daemon %.0f µs, callee's %.0f µs, agents %.0f µs",
+			fmtCount(r.Concurrent8PerS), r.CallerCPUUs, r.CalleeCPUUs, r.AgentsCPUUs)},
 		{fmt.Sprintf("stream invoke (%s deltas)", fmtCount(float64(r.StreamFrames))), fmtCount(r.StreamPerS) + " frames/s"},
 		{"libp2p stream round trip (health query, timed in the daemon)", r.StreamRTT.String()},
 		{"the same health query through the API", r.HealthAPI.String()},
@@ -923,6 +930,8 @@ func benchInvoke(ctx context.Context, b *bench, r *invokeResult) error {
 
 	var calls atomic.Int64
 	callers := clients(a, 8)
+	cpu0 := cpuOf(ds)
+	self0, _ := procCPU(os.Getpid())
 	start := time.Now()
 	err = parallel(len(callers), len(callers), func(w int) error {
 		for calls.Add(1) <= int64(2*b.sizes.invokeCalls) {
@@ -933,9 +942,15 @@ func benchInvoke(ctx context.Context, b *bench, r *invokeResult) error {
 		return nil
 	})
 	r.Concurrent8PerS = perSecond(2*b.sizes.invokeCalls, time.Since(start))
+	cpu1 := cpuOf(ds)
+	self1, _ := procCPU(os.Getpid())
 	if err != nil {
 		return err
 	}
+	perCall := func(d time.Duration) float64 {
+		return round(float64(d.Microseconds())/float64(2*b.sizes.invokeCalls), 1)
+	}
+	r.CallerCPUUs, r.CalleeCPUUs, r.AgentsCPUUs = perCall(cpu1[0]-cpu0[0]), perCall(cpu1[1]-cpu0[1]), perCall(self1-self0)
 
 	deltas := 0
 	start = time.Now()

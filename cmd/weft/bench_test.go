@@ -97,7 +97,8 @@ func TestBenchQuick(t *testing.T) {
 	lat("page start once quiet", s.Page.SettledStart)
 	lat("page middle once quiet", s.Page.SettledMiddle)
 	lat("page tail once quiet", s.Page.SettledTail)
-	if iv := s.Invoke; iv.Calls == 0 || iv.Concurrent8PerS <= 0 || iv.StreamFrames == 0 || iv.StreamPerS <= 0 {
+	if iv := s.Invoke; iv.Calls == 0 || iv.Concurrent8PerS <= 0 || iv.StreamFrames == 0 || iv.StreamPerS <= 0 ||
+		iv.CallerCPUUs <= 0 || iv.CalleeCPUUs <= 0 || iv.AgentsCPUUs <= 0 {
 		t.Errorf("invoke: %+v", iv)
 	}
 	lat("invoke", s.Invoke.Latency)

@@ -311,8 +311,11 @@ func (s *Service) answer(st network.Stream, c *Call, raw []byte, err error, watc
 		// The request stays in memory until the call ends: its bytes are
 		// reserved in the stream's scope until then.
 		defer st.Scope().ReleaseMemory(len(raw))
-		if err = json.Unmarshal(raw, &c.Request); err != nil {
-			err = fmt.Errorf("bad frame: %w", err)
+		if !parseRequest(raw, &c.Request) {
+			c.Request = protocol.CallRequest{}
+			if err = json.Unmarshal(raw, &c.Request); err != nil {
+				err = fmt.Errorf("bad frame: %w", err)
+			}
 		}
 	}
 	if errors.Is(err, network.ErrResourceLimitExceeded) {

@@ -106,8 +106,11 @@ func (c *Client) Handlers(ctx context.Context, req api.HandlerRequest, fn func(a
 	sc.Buffer(make([]byte, 64<<10), maxEventSize)
 	for sc.Scan() {
 		var ev api.HandlerEvent
-		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
-			return fmt.Errorf("decode handler event: %w", err)
+		if !parseHandlerEvent(sc.Bytes(), &ev) {
+			ev = api.HandlerEvent{}
+			if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+				return fmt.Errorf("decode handler event: %w", err)
+			}
 		}
 		if err := fn(ev); err != nil {
 			return err

@@ -41,11 +41,11 @@ func (a *API) register(w http.ResponseWriter, r *http.Request) {
 	for {
 		select {
 		case c := <-calls:
-			if !s.json(api.HandlerEvent{Type: "call", Call: apiIncoming(c)}) {
+			if !s.callEvent(apiIncoming(c)) {
 				return
 			}
 			for len(calls) > 0 { // batch what is queued into one flush
-				if !s.json(api.HandlerEvent{Type: "call", Call: apiIncoming(<-calls)}) {
+				if !s.callEvent(apiIncoming(<-calls)) {
 					return
 				}
 			}
@@ -135,7 +135,13 @@ func (a *API) replies(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		var rep idReply
-		if err := json.Unmarshal(line, &rep); err != nil || rep.ID == "" {
+		if !parseIDReply(line, &rep) {
+			rep = idReply{}
+			if err := json.Unmarshal(line, &rep); err != nil {
+				rep.ID = ""
+			}
+		}
+		if rep.ID == "" {
 			end("a line that is not an answer with an id")
 			return
 		}
@@ -156,6 +162,16 @@ func (a *API) replies(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	end("")
+}
+
+// callEvent writes the handler event of call c as json would
+// (appendCallEvent), and with json when appendCallEvent cannot.
+func (s *stream) callEvent(c *api.IncomingCall) bool {
+	b, ok := appendCallEvent(make([]byte, 0, 192+len(c.Input)), c)
+	if !ok {
+		return s.json(api.HandlerEvent{Type: "call", Call: c})
+	}
+	return s.write(append(b, '\n'))
 }
 
 // idReply is one line of POST /v1/calls/replies.

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/weftmesh/weft/protocol/api"
 )
@@ -87,6 +88,98 @@ func TestAppendInvokeResultMatchesJSON(t *testing.T) {
 		writeJSON(slow, 200, out)
 		if fast.Code != slow.Code || fast.Body.String() != slow.Body.String() || fast.Header().Get("Content-Type") != slow.Header().Get("Content-Type") {
 			t.Fatalf("writeInvokeResult(%+v) = %d %q, writeJSON %d %q", out, fast.Code, fast.Body, slow.Code, slow.Body)
+		}
+	}
+}
+
+// idReplyLines are lines of POST /v1/calls/replies, plain and not.
+var idReplyLines = []string{
+	`{"id":"c1","kind":"final","output":{"ping":1}}`,
+	`{"id":"c1","output":[1,"a\"b"],"meta":{"k":"v"}}`,
+	` { "kind" : "final" , "id" : "x" } `, `{"id":"c","output":12}`, `{}`, `{"id":"é"}`,
+	// Left to encoding/json:
+	`{"id":"c","error":{"code":"x","message":"m"}}`, `{"id":"c","output":null}`, `{"ID":"c"}`,
+	`{"id":"a","id":"b"}`, `{"id":"t\u00e9"}`, `{"id":"c","meta":{"k":1}}`, `{"id":"c"} x`, `{"id":"c",}`,
+	`{"id":1}`, `[]`, `null`, ``, `{`, `{"id"}`,
+}
+
+// checkParseIDReply fails t if parseIDReply accepts b differently from
+// encoding/json.
+func checkParseIDReply(t *testing.T, b []byte) {
+	t.Helper()
+	var fast idReply
+	if !parseIDReply(b, &fast) {
+		return
+	}
+	var slow idReply
+	if err := json.Unmarshal(b, &slow); err != nil {
+		t.Fatalf("parseIDReply accepted %q, which encoding/json rejects: %v", b, err)
+	}
+	if !reflect.DeepEqual(fast, slow) {
+		t.Fatalf("parseIDReply(%q) = %#v, encoding/json reads %#v", b, fast, slow)
+	}
+}
+
+func TestParseIDReplyMatchesJSON(t *testing.T) {
+	for i, b := range idReplyLines {
+		checkParseIDReply(t, []byte(b))
+		var rep idReply
+		if took := parseIDReply([]byte(b), &rep); took != (i < 6) {
+			t.Errorf("parseIDReply(%q) took it: %v", b, took)
+		}
+	}
+	// The output is the line's bytes copied: the route's reader reuses
+	// its buffer for the next line.
+	line := []byte(`{"id":"c","output":{"a":1}}`)
+	var rep idReply
+	if !parseIDReply(line, &rep) {
+		t.Fatal("plain line not taken")
+	}
+	copy(line, bytes.Repeat([]byte{'x'}, len(line)))
+	if string(rep.Output) != `{"a":1}` {
+		t.Fatalf("output %q changed with the line's buffer", rep.Output)
+	}
+	r := rand.New(rand.NewPCG(11, 12))
+	for range 3000 {
+		b := []byte(idReplyLines[r.IntN(len(idReplyLines))])
+		if len(b) > 0 {
+			b = append([]byte{}, b...)
+			b[r.IntN(len(b))] = `{}[]",:0 e\n`[r.IntN(12)]
+		}
+		checkParseIDReply(t, b)
+	}
+}
+
+func FuzzParseIDReply(f *testing.F) {
+	for _, b := range idReplyLines {
+		f.Add([]byte(b))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) { checkParseIDReply(t, b) })
+}
+
+// TestAppendCallEventMatchesMarshal holds the handler stream's call
+// events to marshal's bytes, for calls of every shape, inputs valid and
+// not, deadlines time.Time can and cannot write.
+func TestAppendCallEventMatchesMarshal(t *testing.T) {
+	strs := []string{"", "echo", "a\"b", "<tag>&", "é\u2028", "\x01\xff", "12D3KooWabc"}
+	inputs := []json.RawMessage{nil, {}, json.RawMessage(`{"ping":1}`), json.RawMessage("{ \"a\" : [1, 2] ,\n \"b\": \"x y\" }"),
+		json.RawMessage(`"<&> \u2028"`), json.RawMessage(`12`), json.RawMessage(`{"a":`), json.RawMessage(`nope`), json.RawMessage(` 1 `)}
+	deadlines := []time.Time{{}, time.Unix(1764218400, 123456789).UTC(), time.Unix(1764218400, 0).In(time.FixedZone("", -5*3600)),
+		time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC)}
+	r := rand.New(rand.NewPCG(13, 14))
+	for range 3000 {
+		c := &api.IncomingCall{ID: strs[r.IntN(len(strs))], Name: strs[r.IntN(len(strs))], From: strs[r.IntN(len(strs))],
+			Input: inputs[r.IntN(len(inputs))], Stream: r.IntN(2) == 0, Deadline: deadlines[r.IntN(len(deadlines))]}
+		if r.IntN(2) == 0 {
+			c.Meta = map[string]string{}
+			for range r.IntN(4) {
+				c.Meta[strs[r.IntN(len(strs))]] = strs[r.IntN(len(strs))]
+			}
+		}
+		want, err := marshal(api.HandlerEvent{Type: "call", Call: c})
+		got, ok := appendCallEvent(nil, c)
+		if ok != (err == nil) || ok && string(got) != string(want) {
+			t.Fatalf("appendCallEvent(%+v) = %q, %v; marshal %q, %v", c, got, ok, want, err)
 		}
 	}
 }
