@@ -195,7 +195,9 @@ func (p *Scanner) Value() ([]byte, bool) {
 				}
 				continue
 			case '{', '[':
-				depth++
+				if depth++; depth > maxValueDepth {
+					return nil, false // encoding/json counts the enclosing objects too
+				}
 			case '}', ']':
 				depth--
 			}
@@ -215,6 +217,11 @@ func (p *Scanner) Value() ([]byte, bool) {
 	}
 	return p.literal(start)
 }
+
+// maxValueDepth bounds the nesting Value reads: encoding/json's bound of
+// 10,000 counts the objects around the value too, which Value cannot see;
+// deeper values are left to encoding/json.
+const maxValueDepth = 1000
 
 // literal checks the value read from start.
 func (p *Scanner) literal(start int) ([]byte, bool) {

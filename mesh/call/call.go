@@ -312,6 +312,8 @@ func (s *Service) answer(st network.Stream, c *Call, raw []byte, err error, watc
 		// reserved in the stream's scope until then.
 		defer st.Scope().ReleaseMemory(len(raw))
 		if !parseRequest(raw, &c.Request) {
+			// Reset what a partial parse set: its Input is a part of raw,
+			// which json.RawMessage's decoding would write into.
 			c.Request = protocol.CallRequest{}
 			if err = json.Unmarshal(raw, &c.Request); err != nil {
 				err = fmt.Errorf("bad frame: %w", err)

@@ -25,6 +25,8 @@ var requestBodies = []string{
 	`{"input":{"a":}}`, `{"input":[1,2}`, `{"deadline":5.0}`, `{"deadline":1e3}`, `{"deadline":"5"}`,
 	`{"deadline":99999999999999999999}`, `{"deadline":01}`, `{"meta":{"k":1}}`,
 	`{"meta":{"k":"a","k":"b"}}`, `[]`, `null`, ``, ` `, `{`, `{"name"}`, `{"name":}`,
+	// encoding/json's bound on nesting counts the enclosing object.
+	`{"name":"n","input":` + strings.Repeat("[", 10000) + strings.Repeat("]", 10000) + `}`,
 }
 
 // checkParseRequest fails t if parseRequest accepts b differently from

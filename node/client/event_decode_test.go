@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,6 +25,7 @@ var handlerEvents = []string{
 	`{"type":"call","call":{"ID":"c"}}`, `{"Type":"call"}`, `{"type":"t\u00e9"}`, `{"type":"call","call":{"meta":{"k":1}}}`,
 	`{"type":"call","call":{"other":1}}`, `{"type":"call","call":{"stream":1}}`, `{"type":"call"} x`,
 	`{"type":"call","call":{"id":"c"}`, `{"type":"call","call":{"id":"c",}}`, `[]`, `null`, ``, `{`,
+	`{"type":"call","call":{"input":` + strings.Repeat("[", 9999) + strings.Repeat("]", 9999) + `}}`,
 }
 
 // checkParseHandlerEvent fails t if parseHandlerEvent accepts b

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net/http/httptest"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -101,6 +102,7 @@ var idReplyLines = []string{
 	`{"id":"c","error":{"code":"x","message":"m"}}`, `{"id":"c","output":null}`, `{"ID":"c"}`,
 	`{"id":"a","id":"b"}`, `{"id":"t\u00e9"}`, `{"id":"c","meta":{"k":1}}`, `{"id":"c"} x`, `{"id":"c",}`,
 	`{"id":1}`, `[]`, `null`, ``, `{`, `{"id"}`,
+	`{"id":"c","output":` + strings.Repeat("[", 10000) + strings.Repeat("]", 10000) + `}`,
 }
 
 // checkParseIDReply fails t if parseIDReply accepts b differently from
@@ -139,7 +141,33 @@ func TestParseIDReplyMatchesJSON(t *testing.T) {
 	if string(rep.Output) != `{"a":1}` {
 		t.Fatalf("output %q changed with the line's buffer", rep.Output)
 	}
+	// Lines as the Go client writes them, of every shape.
+	strs := []string{"", "c1", "final", "é", `q"uote`, "<tag>&", "\u2028"}
+	outputs := []string{"", `{"ping":1}`, `[1,2]`, `"s"`, `12`, `{"a":"\u00e9\n"}`}
+	metas := []map[string]string{nil, {}, {"k": "v"}, {"k": "v\"w"}, {"é": "\t"}}
 	r := rand.New(rand.NewPCG(11, 12))
+	took := 0
+	for range 3000 {
+		rep := idReply{ID: strs[r.IntN(len(strs))], Reply: api.Reply{Kind: strs[r.IntN(len(strs))], Meta: metas[r.IntN(len(metas))]}}
+		if o := outputs[r.IntN(len(outputs))]; o != "" {
+			rep.Output = json.RawMessage(o)
+		}
+		if r.IntN(8) == 0 {
+			rep.Error = &api.ErrorBody{Code: "x", Message: "m"}
+		}
+		b, err := marshal(rep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkParseIDReply(t, b)
+		var got idReply
+		if parseIDReply(b, &got) {
+			took++
+		}
+	}
+	if took < 500 {
+		t.Errorf("the fast path took %d of 3,000 generated lines", took)
+	}
 	for range 3000 {
 		b := []byte(idReplyLines[r.IntN(len(idReplyLines))])
 		if len(b) > 0 {
