@@ -3,10 +3,10 @@ package call
 import (
 	"encoding/json"
 	"math/rand/v2"
-	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/weftmesh/weft/internal/jsonx/jsonxtest"
 	"github.com/weftmesh/weft/protocol"
 )
 
@@ -33,17 +33,7 @@ var requestBodies = []string{
 // encoding/json.
 func checkParseRequest(t *testing.T, b []byte) {
 	t.Helper()
-	var fast protocol.CallRequest
-	if !parseRequest(b, &fast) {
-		return
-	}
-	var slow protocol.CallRequest
-	if err := json.Unmarshal(b, &slow); err != nil {
-		t.Fatalf("parseRequest accepted %q, which encoding/json rejects: %v", b, err)
-	}
-	if !reflect.DeepEqual(fast, slow) {
-		t.Fatalf("parseRequest(%q) = %#v, encoding/json reads %#v", b, fast, slow)
-	}
+	jsonxtest.MatchesJSON(t, b, parseRequest)
 }
 
 func TestParseRequestMatchesJSON(t *testing.T) {

@@ -3,12 +3,12 @@ package client
 import (
 	"encoding/json"
 	"math/rand/v2"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/weftmesh/weft/internal/jsonx"
+	"github.com/weftmesh/weft/internal/jsonx/jsonxtest"
 	"github.com/weftmesh/weft/protocol/api"
 )
 
@@ -32,17 +32,7 @@ var handlerEvents = []string{
 // differently from encoding/json.
 func checkParseHandlerEvent(t *testing.T, b []byte) {
 	t.Helper()
-	var fast api.HandlerEvent
-	if !parseHandlerEvent(b, &fast) {
-		return
-	}
-	var slow api.HandlerEvent
-	if err := json.Unmarshal(b, &slow); err != nil {
-		t.Fatalf("parseHandlerEvent accepted %q, which encoding/json rejects: %v", b, err)
-	}
-	if !reflect.DeepEqual(fast, slow) {
-		t.Fatalf("parseHandlerEvent(%q) = %#v / %#v, encoding/json reads %#v / %#v", b, fast, fast.Call, slow, slow.Call)
-	}
+	jsonxtest.MatchesJSON(t, b, parseHandlerEvent)
 }
 
 func TestParseHandlerEventMatchesJSON(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weftmesh/weft/internal/jsonx/jsonxtest"
 	"github.com/weftmesh/weft/protocol/api"
 )
 
@@ -109,17 +110,7 @@ var idReplyLines = []string{
 // encoding/json.
 func checkParseIDReply(t *testing.T, b []byte) {
 	t.Helper()
-	var fast idReply
-	if !parseIDReply(b, &fast) {
-		return
-	}
-	var slow idReply
-	if err := json.Unmarshal(b, &slow); err != nil {
-		t.Fatalf("parseIDReply accepted %q, which encoding/json rejects: %v", b, err)
-	}
-	if !reflect.DeepEqual(fast, slow) {
-		t.Fatalf("parseIDReply(%q) = %#v, encoding/json reads %#v", b, fast, slow)
-	}
+	jsonxtest.MatchesJSON(t, b, parseIDReply)
 }
 
 func TestParseIDReplyMatchesJSON(t *testing.T) {
