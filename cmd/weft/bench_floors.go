@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -29,10 +30,11 @@ import (
 )
 
 // 8. Floors: what this machine allows with nothing of weft in the way.
-// Each runs in the bench process itself (one Go runtime, no process
-// boundary but the kernel's sockets), so it is a lower bound of what any
-// program built on the same parts pays here, to read weft's figures
-// against: a durable send cannot beat the disk's fsync plus a round trip
+// The HTTP and Unix socket round trips are between two processes (the
+// bench and a peer it starts: itself, see serveFloorPeer), as between an
+// agent and its daemon; the rest runs in the bench process itself (one Go
+// runtime), so it is a lower bound of what any program built on the same
+// parts pays here. To read weft's figures against: a durable send cannot beat the disk's fsync plus a round trip
 // of its API plus a signature; a broadcast cannot beat gossipsub's own
 // cost per message.
 
@@ -42,15 +44,15 @@ type floorsResult struct {
 	// 300-byte message, one at a time on one core.
 	SignUs   float64 `json:"ed25519_sign_us"`
 	VerifyUs float64 `json:"ed25519_verify_us"`
-	// HTTP is net/http's server and client over a Unix socket: a POST of
-	// a send's size to a handler that reads it and answers 300 bytes. The
-	// round trip of one client, one request at a time, and requests/s
-	// with 1 and 8 clients.
+	// HTTP is net/http's server (in the floors' peer) and client (in the
+	// bench) over a Unix socket: a POST of a send's size to a handler that
+	// reads it and answers 300 bytes. The round trip of one client, one
+	// request at a time, and requests/s with 1 and 8 clients.
 	HTTP      benchLatency `json:"http_round_trip"`
 	HTTP1PerS float64      `json:"http_one_client_per_s"`
 	HTTP8PerS float64      `json:"http_eight_clients_per_s"`
-	// HTTP8CPUUs is the bench process's CPU time per request with 8
-	// clients: server and clients together.
+	// HTTP8CPUUs is the CPU time per request with 8 clients, of both
+	// processes: server and clients together.
 	HTTP8CPUUs float64 `json:"http_eight_clients_cpu_us"`
 	// Fdatasync is writing 4 KiB into a file that does not grow and
 	// fdatasyncing it: the least a durable write-ahead log pays per sync
@@ -65,9 +67,9 @@ type floorsResult struct {
 	// stream kept open.
 	Stream benchLatency `json:"libp2p_stream_round_trip"`
 	// Unix is a round trip of 64 bytes each way on a Unix socket
-	// connection kept open (a handler agent's leg of an invoke: the call
-	// comes on its event stream, the answer goes back on a kept
-	// connection).
+	// connection kept open between the bench and the floors' peer (a
+	// handler agent's leg of an invoke: the call comes on its event
+	// stream, the answer goes back on a kept connection).
 	Unix benchLatency `json:"unix_round_trip"`
 	// InvokeFloorMs is what an invoke through two daemons cannot beat
 	// here: the caller's API round trip, a stream round trip between the
@@ -102,12 +104,12 @@ type gossipFloorRun struct {
 func (r *floorsResult) rows() [][2]string {
 	rows := [][2]string{
 		{"ed25519 sign / verify (crypto/ed25519, one core)", fmt.Sprintf("%.1f / %.1f µs", r.SignUs, r.VerifyUs)},
-		{"bare net/http over a Unix socket, 1 client", fmt.Sprintf("%s; %s req/s", r.HTTP, fmtCount(r.HTTP1PerS))},
-		{"bare net/http over a Unix socket, 8 clients", fmt.Sprintf("%s req/s; %.0f µs CPU per request", fmtCount(r.HTTP8PerS), r.HTTP8CPUUs)},
+		{"bare net/http between 2 processes (Unix socket), 1 client", fmt.Sprintf("%s; %s req/s", r.HTTP, fmtCount(r.HTTP1PerS))},
+		{"bare net/http between 2 processes, 8 clients", fmt.Sprintf("%s req/s; %.0f µs CPU per request", fmtCount(r.HTTP8PerS), r.HTTP8CPUUs)},
 		{"fdatasync of 4 KiB in a file that does not grow", r.Fdatasync.String()},
 		{"so 1 client's durable sends ≤ 1 / (fdatasync + round trip + sign)", fmtCount(r.SendCeilingPerS) + "/s"},
-		{"bare libp2p stream round trip (64 B, a kept stream)", r.Stream.String()},
-		{"bare Unix socket round trip (64 B, a kept connection)", r.Unix.String()},
+		{"bare libp2p stream round trip (64 B, a kept stream, 1 process)", r.Stream.String()},
+		{"bare Unix socket round trip between 2 processes (64 B, kept)", r.Unix.String()},
 		{"so an invoke ≥ API round trip + 2 stream round trips", fmt.Sprintf("%s ms", fmtMs(r.InvokeFloorMs))},
 	}
 	for _, g := range r.Gossip {
@@ -123,7 +125,12 @@ func (r *floorsResult) rows() [][2]string {
 func benchFloors(ctx context.Context, b *bench, r *floorsResult) error {
 	r.SignUs, r.VerifyUs = ed25519Floor(2000)
 	var err error
-	if r.HTTP, r.HTTP1PerS, r.HTTP8PerS, r.HTTP8CPUUs, err = httpFloor(ctx, b.root, b.sizes.sendFor); err != nil {
+	peer, err := startFloorPeer(b.self, b.root)
+	if err != nil {
+		return err
+	}
+	defer peer.stop()
+	if r.HTTP, r.HTTP1PerS, r.HTTP8PerS, r.HTTP8CPUUs, err = httpFloor(ctx, filepath.Join(peer.dir, floorHTTPSock), peer.cmd.Process.Pid, b.sizes.sendFor); err != nil {
 		return fmt.Errorf("http: %w", err)
 	}
 	if r.Fdatasync, err = fdatasyncLatency(b.root, 200); err != nil {
@@ -136,7 +143,7 @@ func benchFloors(ctx context.Context, b *bench, r *floorsResult) error {
 	if r.Stream, err = streamFloor(ctx, pings); err != nil {
 		return fmt.Errorf("stream: %w", err)
 	}
-	if r.Unix, err = unixFloor(b.root, pings); err != nil {
+	if r.Unix, err = unixFloor(filepath.Join(peer.dir, floorEchoSock), pings); err != nil {
 		return fmt.Errorf("unix: %w", err)
 	}
 	r.InvokeFloorMs = round(r.HTTP.P50Ms+r.Stream.P50Ms+r.Unix.P50Ms, 3)
@@ -175,31 +182,11 @@ func ed25519Floor(n int) (sign, verify float64) {
 	return round(sign, 1), round(verify, 1)
 }
 
-// httpFloor serves a Unix socket in dir with net/http and times a POST
-// of a send's size to it: one client's round trips (one at a time, for
-// dur), then requests/s with 1 and 8 clients for dur each.
-func httpFloor(ctx context.Context, dir string, dur time.Duration) (rt benchLatency, one, eight, eightCPUUs float64, err error) {
-	sock := filepath.Join(dir, "floor.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		return rt, 0, 0, 0, err
-	}
-	defer os.Remove(sock)
-	answer := make([]byte, 300)
-	for i := range answer {
-		answer[i] = 'a'
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, err := io.Copy(io.Discard, r.Body); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(answer)
-	})}
-	go func() { _ = srv.Serve(ln) }()
-	defer srv.Close()
-
+// httpFloor times a POST of a send's size to the bare net/http server of
+// the floors' peer at sock: one client's round trips (one at a time, for
+// dur), then requests/s with 1 and 8 clients for dur each, and the CPU
+// per request with 8 of both processes (peer is the server's PID).
+func httpFloor(ctx context.Context, sock string, peer int, dur time.Duration) (rt benchLatency, one, eight, eightCPUUs float64, err error) {
 	body := benchContent(0)
 	newClient := func() *http.Client {
 		return &http.Client{Transport: &http.Transport{
@@ -255,13 +242,125 @@ func httpFloor(ctx context.Context, dir string, dur time.Duration) (rt benchLate
 	if err != nil {
 		return rt, 0, 0, 0, err
 	}
-	cpu0, _ := procCPU(os.Getpid())
+	self0, _ := procCPU(os.Getpid())
+	peer0, _ := procCPU(peer)
 	eight, _, err = rate(8)
-	cpu1, _ := procCPU(os.Getpid())
+	self1, _ := procCPU(os.Getpid())
+	peer1, _ := procCPU(peer)
 	if eight > 0 {
-		eightCPUUs = round(float64((cpu1-cpu0).Microseconds())/(eight*dur.Seconds()), 1)
+		eightCPUUs = round(float64((self1-self0+peer1-peer0).Microseconds())/(eight*dur.Seconds()), 1)
 	}
 	return latencies(lats), one, eight, eightCPUUs, err
+}
+
+// floorPeerEnv, set to a directory, has the weft binary serve the floors'
+// peer there instead of running a command (see serveFloorPeer): weft
+// bench starts itself so, for round trips between two processes, as an
+// agent and its daemon make them.
+const floorPeerEnv = "WEFT_BENCH_FLOOR_PEER"
+
+// The floors' peer's sockets, in its directory.
+const (
+	floorHTTPSock = "http.sock" // a bare net/http server
+	floorEchoSock = "echo.sock" // an echo of one connection
+)
+
+// serveFloorPeer serves, in dir, a bare net/http server whose handler
+// reads a request's body and answers 300 bytes, and an echo of the first
+// connection to its echo socket, until its standard input ends (weft
+// bench closes it when done, and the kernel when weft bench dies); it
+// returns the exit code.
+func serveFloorPeer(dir string, stdin io.Reader, stderr io.Writer) int {
+	hl, err := net.Listen("unix", filepath.Join(dir, floorHTTPSock))
+	if err != nil {
+		fmt.Fprintf(stderr, "weft: floor peer: %v\n", err)
+		return 1
+	}
+	el, err := net.Listen("unix", filepath.Join(dir, floorEchoSock))
+	if err != nil {
+		hl.Close()
+		fmt.Fprintf(stderr, "weft: floor peer: %v\n", err)
+		return 1
+	}
+	defer el.Close()
+	answer := bytes.Repeat([]byte{'a'}, 300)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := io.Copy(io.Discard, r.Body); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(answer)
+	})}
+	go func() { _ = srv.Serve(hl) }()
+	defer srv.Close()
+	go func() {
+		c, err := el.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		_, _ = io.Copy(c, c)
+	}()
+	_, _ = io.Copy(io.Discard, stdin)
+	return 0
+}
+
+// floorPeer is a running floors' peer.
+type floorPeer struct {
+	dir   string
+	cmd   *exec.Cmd
+	stdin io.Closer
+}
+
+// startFloorPeer starts the weft binary self as the floors' peer in a new
+// directory under root, and waits until it serves.
+func startFloorPeer(self, root string) (*floorPeer, error) {
+	dir, err := os.MkdirTemp(root, "floor-")
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), floorPeerEnv+"="+dir)
+	cmd.SysProcAttr = benchProcAttr()
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	p := &floorPeer{dir: dir, cmd: cmd, stdin: stdin}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		_, e1 := os.Stat(filepath.Join(dir, floorHTTPSock))
+		_, e2 := os.Stat(filepath.Join(dir, floorEchoSock))
+		if e1 == nil && e2 == nil {
+			return p, nil
+		}
+		if time.Now().After(deadline) {
+			p.stop()
+			return nil, fmt.Errorf("the floors' peer did not serve within 10 s: %s", stderr.String())
+		}
+	}
+}
+
+// stop ends the peer (it exits when its standard input ends; killed if
+// it has not within 5 s) and removes its directory.
+func (p *floorPeer) stop() {
+	p.stdin.Close()
+	done := make(chan struct{})
+	go func() { _ = p.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-done
+	}
+	os.RemoveAll(p.dir)
 }
 
 // fdatasyncLatency writes 4 KiB into a preallocated file in dir, at the
@@ -297,24 +396,9 @@ func fdatasyncLatency(dir string, n int) (benchLatency, error) {
 	return latencies(lats), nil
 }
 
-// unixFloor times n round trips of 64 bytes on one Unix socket
-// connection to an echo server in the bench process.
-func unixFloor(dir string, n int) (benchLatency, error) {
-	sock := filepath.Join(dir, "floor-echo.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		return benchLatency{}, err
-	}
-	defer os.Remove(sock)
-	defer ln.Close()
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		_, _ = io.Copy(c, c)
-	}()
+// unixFloor times n round trips of 64 bytes on one connection to the
+// echo of the floors' peer at sock.
+func unixFloor(sock string, n int) (benchLatency, error) {
 	c, err := net.Dial("unix", sock)
 	if err != nil {
 		return benchLatency{}, err

@@ -91,6 +91,9 @@ func commands() []command {
 }
 
 func main() {
+	if dir := os.Getenv(floorPeerEnv); dir != "" { // weft bench's own peer
+		os.Exit(serveFloorPeer(dir, os.Stdin, os.Stderr))
+	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
