@@ -2,6 +2,7 @@ package jsonx
 
 import (
 	"strconv"
+	"time"
 	"unicode/utf8"
 
 	"github.com/weftmesh/weft/protocol/jsonvalid"
@@ -121,14 +122,20 @@ func (p *Scanner) Members(field func(key []byte) bool) bool {
 }
 
 // Fields reads the rest of B as one object whose keys are among names
-// (at most 64), each at most once, and nothing after it but white space:
-// field(i) reads the value of names[i] and reports whether to go on. It
-// reports false for anything else (another key, one twice, a value field
-// refuses).
+// (see Object), and nothing after it but white space. It reports false
+// for anything else.
 func (p *Scanner) Fields(names []string, field func(i int) bool) bool {
-	var seen uint64
 	p.WS()
-	ok := p.Members(func(key []byte) bool {
+	return p.Object(names, field) && p.End()
+}
+
+// Object reads an object whose keys are among names (at most 64), each at
+// most once: field(i) reads the value of names[i] and reports whether to
+// go on. It reports false for anything else (another key, one twice, a
+// value field refuses).
+func (p *Scanner) Object(names []string, field func(i int) bool) bool {
+	var seen uint64
+	return p.Members(func(key []byte) bool {
 		for i, n := range names {
 			if string(key) == n {
 				if seen&(1<<i) != 0 {
@@ -140,7 +147,21 @@ func (p *Scanner) Fields(names []string, field func(i int) bool) bool {
 		}
 		return false
 	})
-	return ok && p.End()
+}
+
+// StringTo reads a plain string (see PlainString) into *dst.
+func (p *Scanner) StringTo(dst *string) bool {
+	s, ok := p.PlainString()
+	*dst = string(s)
+	return ok
+}
+
+// TimeTo reads a plain string into *t as time.Time's UnmarshalJSON reads
+// it (and so as encoding/json does).
+func (p *Scanner) TimeTo(t *time.Time) bool {
+	start := p.I
+	_, ok := p.PlainString()
+	return ok && t.UnmarshalJSON(p.B[start:p.I]) == nil
 }
 
 // Bool reads true or false.

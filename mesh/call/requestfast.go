@@ -21,9 +21,7 @@ func parseRequest(b []byte, r *protocol.CallRequest) bool {
 		var ok bool
 		switch i {
 		case 0:
-			var s []byte
-			s, ok = p.PlainString()
-			r.Name = string(s)
+			ok = p.StringTo(&r.Name)
 		case 1:
 			var v []byte
 			v, ok = p.Value()

@@ -37,15 +37,9 @@ func checkParseRequest(t *testing.T, b []byte) {
 }
 
 func TestParseRequestMatchesJSON(t *testing.T) {
-	for i, b := range requestBodies {
-		checkParseRequest(t, []byte(b))
-		// The fast path is taken for the plain forms (the first 12), and
-		// only for them.
-		var r protocol.CallRequest
-		if took := parseRequest([]byte(b), &r); took != (i < 12) {
-			t.Errorf("parseRequest(%q) took it: %v", b, took)
-		}
-	}
+	// The fast path is taken for the plain forms (the first 12), and only
+	// for them.
+	jsonxtest.Table(t, requestBodies, 12, parseRequest)
 	// Requests as callers write them, with every field's values of every
 	// kind, and pieces cut out or swapped in.
 	names := []string{"", "echo", "a b", "é", `q"uote`, "<tag>&", "\u2028"}

@@ -3,7 +3,6 @@ package client
 import (
 	"bytes"
 	"encoding/json"
-	"slices"
 
 	"github.com/weftmesh/weft/internal/jsonx"
 	"github.com/weftmesh/weft/protocol/api"
@@ -104,8 +103,7 @@ func parseMessage(b []byte, m *api.Message) bool {
 				m.TTL = n
 			}
 		case 4:
-			start := p.I
-			if _, ok := p.PlainString(); !ok || m.CreatedAt.UnmarshalJSON(b[start:p.I]) != nil {
+			if !p.TimeTo(&m.CreatedAt) {
 				return false
 			}
 		case 5:
@@ -141,20 +139,15 @@ func parseMessage(b []byte, m *api.Message) bool {
 func parseHandlerEvent(b []byte, ev *api.HandlerEvent) bool {
 	p := jsonx.Scanner{B: b}
 	return p.Fields(eventKeys, func(i int) bool {
-		var s []byte
-		ok := true
 		switch i {
 		case 0:
-			s, ok = p.PlainString()
-			ev.Type = string(s)
+			return p.StringTo(&ev.Type)
 		case 1:
 			ev.Call = new(api.IncomingCall)
-			ok = parseIncomingCall(&p, ev.Call)
+			return parseIncomingCall(&p, ev.Call)
 		default:
-			s, ok = p.PlainString()
-			ev.ID = string(s)
+			return p.StringTo(&ev.ID)
 		}
-		return ok
 	})
 }
 
@@ -166,37 +159,25 @@ var (
 
 // parseIncomingCall reads a call of parseHandlerEvent's plain form at p.
 func parseIncomingCall(p *jsonx.Scanner, c *api.IncomingCall) bool {
-	var seen uint8
-	return p.Members(func(key []byte) bool {
-		i := slices.Index(callKeys, string(key))
-		if i < 0 || seen&(1<<i) != 0 {
-			return false
-		}
-		seen |= 1 << i
-		var s []byte
+	return p.Object(callKeys, func(i int) bool {
 		ok := true
 		switch i {
 		case 0:
-			s, ok = p.PlainString()
-			c.ID = string(s)
+			ok = p.StringTo(&c.ID)
 		case 1:
-			s, ok = p.PlainString()
-			c.Name = string(s)
+			ok = p.StringTo(&c.Name)
 		case 2:
-			s, ok = p.PlainString()
-			c.From = string(s)
+			ok = p.StringTo(&c.From)
 		case 3:
-			s, ok = p.Value()
-			c.Input = bytes.Clone(s)
+			var v []byte
+			v, ok = p.Value()
+			c.Input = bytes.Clone(v)
 		case 4:
 			c.Meta, ok = p.PlainMap()
 		case 5:
 			c.Stream, ok = p.Bool()
 		default:
-			start := p.I
-			if _, ok = p.PlainString(); ok {
-				ok = c.Deadline.UnmarshalJSON(p.B[start:p.I]) == nil
-			}
+			ok = p.TimeTo(&c.Deadline)
 		}
 		return ok
 	})

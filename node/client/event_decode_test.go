@@ -36,13 +36,7 @@ func checkParseHandlerEvent(t *testing.T, b []byte) {
 }
 
 func TestParseHandlerEventMatchesJSON(t *testing.T) {
-	for i, b := range handlerEvents {
-		checkParseHandlerEvent(t, []byte(b))
-		var ev api.HandlerEvent
-		if took := parseHandlerEvent([]byte(b), &ev); took != (i < 7) {
-			t.Errorf("parseHandlerEvent(%q) took it: %v", b, took)
-		}
-	}
+	jsonxtest.Table(t, handlerEvents, 7, parseHandlerEvent)
 	// Events as the daemon writes them (jsonx.Marshal), of every shape,
 	// with pieces cut out or swapped in. The input is the line's bytes
 	// copied: the reader reuses its buffer.

@@ -31,23 +31,18 @@ func readInvoke(w http.ResponseWriter, r *http.Request, limit int64, req *api.In
 // encoding/json does.
 func parseInvoke(b []byte, req *api.InvokeRequest) bool {
 	p := jsonx.Scanner{B: b}
-	str := func(dst *string) bool {
-		s, ok := p.PlainString()
-		*dst = string(s)
-		return ok
-	}
 	return p.Fields(invokeFields, func(i int) bool {
 		switch i {
 		case 0:
-			return str(&req.Peer)
+			return p.StringTo(&req.Peer)
 		case 1:
-			return str(&req.Capability)
+			return p.StringTo(&req.Capability)
 		case 2:
-			return str(&req.Name)
+			return p.StringTo(&req.Name)
 		case 3:
-			return str(&req.Timeout)
+			return p.StringTo(&req.Timeout)
 		case 4:
-			return str(&req.Parent)
+			return p.StringTo(&req.Parent)
 		case 5:
 			v, ok := p.Value()
 			req.Input = json.RawMessage(v)
@@ -108,17 +103,12 @@ func appendInvokeResult(b []byte, out api.InvokeResult) ([]byte, bool) {
 // reader's buffer, which the next line overwrites.
 func parseIDReply(b []byte, rep *idReply) bool {
 	p := jsonx.Scanner{B: b}
-	str := func(dst *string) bool {
-		s, ok := p.PlainString()
-		*dst = string(s)
-		return ok
-	}
 	return p.Fields(idReplyFields, func(i int) bool {
 		switch i {
 		case 0:
-			return str(&rep.ID)
+			return p.StringTo(&rep.ID)
 		case 1:
-			return str(&rep.Kind)
+			return p.StringTo(&rep.Kind)
 		case 2:
 			v, ok := p.Value()
 			rep.Output = json.RawMessage(bytes.Clone(v))

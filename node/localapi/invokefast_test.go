@@ -114,13 +114,7 @@ func checkParseIDReply(t *testing.T, b []byte) {
 }
 
 func TestParseIDReplyMatchesJSON(t *testing.T) {
-	for i, b := range idReplyLines {
-		checkParseIDReply(t, []byte(b))
-		var rep idReply
-		if took := parseIDReply([]byte(b), &rep); took != (i < 6) {
-			t.Errorf("parseIDReply(%q) took it: %v", b, took)
-		}
-	}
+	jsonxtest.Table(t, idReplyLines, 6, parseIDReply)
 	// The output is the line's bytes copied: the route's reader reuses
 	// its buffer for the next line.
 	line := []byte(`{"id":"c","output":{"a":1}}`)

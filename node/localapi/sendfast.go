@@ -96,9 +96,7 @@ func parseSend(b []byte, req *api.SendRequest) bool {
 			v, ok = p.Value()
 			req.Content = json.RawMessage(v)
 		case 1:
-			var s []byte
-			s, ok = p.PlainString()
-			req.Type = string(s)
+			ok = p.StringTo(&req.Type)
 		case 2:
 			req.TTL, ok = p.Integer()
 		default:

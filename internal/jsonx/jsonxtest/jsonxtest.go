@@ -26,3 +26,17 @@ func MatchesJSON[T any](t testing.TB, b []byte, parse func([]byte, *T) bool) {
 		t.Fatalf("the hand reader read %q as %#v, encoding/json as %#v", b, fast, slow)
 	}
 }
+
+// Table checks parse on docs with MatchesJSON, and that it takes (reports
+// true for) the first plain of them, which are in the plain form, and
+// none of the others.
+func Table[T any](t testing.TB, docs []string, plain int, parse func([]byte, *T) bool) {
+	t.Helper()
+	for i, d := range docs {
+		MatchesJSON(t, []byte(d), parse)
+		var v T
+		if took := parse([]byte(d), &v); took != (i < plain) {
+			t.Errorf("the hand reader took %q: %v, want %v", d, took, i < plain)
+		}
+	}
+}
