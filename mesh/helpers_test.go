@@ -46,7 +46,9 @@ func newTestMesh(tb testing.TB, cfg Config, boot ...*Mesh) (*Mesh, crypto.PrivKe
 		cfg.ListenAddrs = loopback
 	}
 	cfg.MDNS = false
-	cfg.Logger = testLogger()
+	if cfg.Logger == nil {
+		cfg.Logger = testLogger()
+	}
 	for _, b := range boot {
 		for _, a := range b.Addrs() {
 			cfg.Bootstrap = append(cfg.Bootstrap, a.String())

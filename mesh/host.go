@@ -15,6 +15,7 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/muxer/yamux"
 	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
 	relayv2 "github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/relay"
+	"github.com/libp2p/go-libp2p/p2p/protocol/holepunch"
 	"github.com/libp2p/go-libp2p/p2p/security/noise"
 	tls "github.com/libp2p/go-libp2p/p2p/security/tls"
 	quic "github.com/libp2p/go-libp2p/p2p/transport/quic"
@@ -82,6 +83,13 @@ func newHost(key crypto.PrivKey, cfg Config, boot []peer.AddrInfo) (host.Host, *
 	relayRes := relayv2.DefaultResources()
 	relayRes.Limit = &relayv2.RelayLimit{Duration: relayConnDuration, Data: relayConnData}
 	var self atomic.Pointer[host.Host] // for the relay peer source, set once built
+	// libp2p's own hole punching metrics, when on, are set before this
+	// option, which would replace them: one tracer does both.
+	tracer := punchTracer{cfg.Logger.With("component", "holepunch")}
+	punchTrace := holepunch.WithTracer(tracer)
+	if cfg.Registerer != nil {
+		punchTrace = holepunch.WithMetricsAndEventTracer(holepunch.NewMetricsTracer(holepunch.WithRegisterer(cfg.Registerer)), tracer)
+	}
 	// On error libp2p.New closes rm and cm itself.
 	opts := []libp2p.Option{
 		libp2p.Identity(key),
@@ -95,7 +103,7 @@ func newHost(key crypto.PrivKey, cfg Config, boot []peer.AddrInfo) (host.Host, *
 		libp2p.UserAgent(protocol.AgentVersion + "/" + version.String()),
 		libp2p.EnableRelay(),
 		libp2p.ConnectionGater(gater),
-		libp2p.EnableHolePunching(),
+		libp2p.EnableHolePunching(punchTrace),
 		libp2p.EnableAutoRelayWithPeerSource(relayCandidates(id, &self, boot),
 			autorelay.WithBootDelay(0),
 			autorelay.WithMinCandidates(1),

@@ -448,7 +448,8 @@ func (m *Mesh) OnPeerConnected(f func(peer.ID, []ma.Multiaddr)) {
 // events.
 func (m *Mesh) identifiedLoop(ctx context.Context) {
 	var hooks []func(peer.ID, []ma.Multiaddr)
-	seen := make(map[peer.ID]bool) // peers logged as connected, not yet as left
+	seen := make(map[peer.ID]bool)                   // peers logged as connected, not yet as left
+	reach := make(map[peer.ID]network.Connectedness) // connected peers' last connectedness
 	for {
 		select {
 		case f := <-m.hookCh:
@@ -471,7 +472,15 @@ func (m *Mesh) identifiedLoop(ctx context.Context) {
 					f(ev.Peer, ev.ListenAddrs)
 				}
 			case event.EvtPeerConnectednessChanged:
+				// A pair going direct, or back to relays only, says so:
+				// why a pair stays relayed is otherwise hard to see.
+				was := reach[ev.Peer]
+				reach[ev.Peer] = ev.Connectedness
+				if was != network.NotConnected && ev.Connectedness != network.NotConnected && was != ev.Connectedness {
+					m.log.Debug("peer path changed", "peer", ev.Peer, "now", pathName(ev.Connectedness))
+				}
 				if ev.Connectedness == network.NotConnected {
+					delete(reach, ev.Peer)
 					m.circuitLost(ev.Peer)
 					if seen[ev.Peer] {
 						delete(seen, ev.Peer)
@@ -486,6 +495,14 @@ func (m *Mesh) identifiedLoop(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// pathName names how a connected peer is reached, for the log.
+func pathName(c network.Connectedness) string {
+	if c == network.Limited {
+		return "relayed"
+	}
+	return "direct"
 }
 
 // Discovery returns the DHT-backed rendezvous discovery, for protocols that

@@ -145,7 +145,7 @@ func TestPunchAgain(t *testing.T) {
 func punchLines(n *node) string {
 	var b strings.Builder
 	for line := range strings.Lines(n.Log.String()) {
-		for _, k := range []string{"hole punching", "msg=\"peer connected\"", "msg=\"peer left\"", "msg=\"circuit"} {
+		for _, k := range []string{"hole punching", "hole punch:", "peer path changed", "msg=\"peer connected\"", "msg=\"peer left\"", "msg=\"circuit"} {
 			if strings.Contains(line, k) {
 				b.WriteString(n.name + ": " + line)
 				break

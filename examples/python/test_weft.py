@@ -490,7 +490,7 @@ class CallTest(DaemonTest):
             return "too late"
 
         self.handle(name, slow)
-        self.assertWeftError(504, "deadline_exceeded", self.a.invoke, self.id_b, name, timeout=0.5)
+        self.assertWeftError(504, "deadline_exceeded", self.a.invoke, self.id_b, name, timeout=3)
         self.assertTrue(calls.get(timeout=WAIT).cancelled.wait(WAIT), "the handler is told the call is over")
 
     def test_call_errors(self) -> None:
