@@ -16,8 +16,9 @@ import (
 // TestPunchAgain: two nodes behind cone NATs, which hole punching can
 // cross, whose first tries fail: a's NAT drops everything a sends to b's
 // NAT until libp2p's own tries (three, within some 15 s of the relayed
-// connection) are surely over. libp2p never tries again on that circuit,
-// so without weft's own tries (--punch-again) the pair would stay relayed
+// connection, if any: it makes none on a circuit that came before the node
+// knew a public address of its own, as these usually do) are surely over.
+// libp2p never tries again on that circuit, so without weft's own tries (--punch-again) the pair would stay relayed
 // until the relay ended the circuit, ten minutes on. With them, the side
 // that dialled the circuit closes it while idle and dials it again, the
 // other side punches anew, and the pair goes direct soon after the NAT
