@@ -1,11 +1,9 @@
 package mesh
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,28 +13,13 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/protocol/holepunch"
 	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/weftmesh/weft/internal/testbed"
 )
 
-// logBuffer is a log's text, written by one goroutine and read by another.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func (l *logBuffer) logger(level slog.Level) *slog.Logger {
-	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: level}))
+// logTo is a debug-level (or level) text logger writing to b.
+func logTo(b *testbed.Buffer, level slog.Level) *slog.Logger {
+	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: level}))
 }
 
 // TestPunchTracer: every kind of libp2p hole punching event becomes one
@@ -54,8 +37,8 @@ func TestPunchTracer(t *testing.T) {
 		{&holepunch.EndHolePunchEvt{Success: true, EllapsedTime: 6543210}, `msg="hole punch: punch ended" peer=` + p.String() + ` ok=true took=6.5ms err=""`},
 		{"something new", `msg="hole punch: Later" peer=` + p.String()},
 	}
-	var debug, info logBuffer
-	for _, tr := range []punchTracer{{debug.logger(slog.LevelDebug)}, {info.logger(slog.LevelInfo)}} {
+	var debug, info testbed.Buffer
+	for _, tr := range []punchTracer{{logTo(&debug, slog.LevelDebug)}, {logTo(&info, slog.LevelInfo)}} {
 		for _, e := range events {
 			typ := "Later"
 			if _, ok := e.evt.(string); !ok {
@@ -103,13 +86,13 @@ func (g openableNAT) InterceptSecured(d network.Direction, p peer.ID, cm network
 func TestPeerPathLogged(t *testing.T) {
 	relay, _ := newTestMesh(t, Config{Reachability: ReachabilityPublic, Relay: RelayOpen})
 	var open atomic.Bool
-	var log logBuffer
+	var log testbed.Buffer
 	natted := Config{
 		ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"}, Reachability: ReachabilityPrivate,
 		Gater: openableNAT{coneNAT{relay.ID()}, &open}, PunchAgain: -1,
 	}
 	b, _ := newTestMesh(t, natted, relay)
-	natted.Logger = log.logger(slog.LevelDebug)
+	natted.Logger = logTo(&log, slog.LevelDebug)
 	a, _ := newTestMesh(t, natted, relay)
 	waitFor(t, 30*time.Second, "a reaches b through the relay", func() bool {
 		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
