@@ -8,6 +8,9 @@
 //   - NAT: hosts behind NATs (nftables masquerade, cone and symmetric)
 //     reach the mesh through a circuit relay on a public weft node and,
 //     where the NAT allows, a direct connection by hole punching (DCUtR).
+//   - punch again: two pairs behind cone NATs whose first punches are
+//     blocked; the pair with --punch-again goes direct by weft's own tries
+//     once the NATs let it, the pair without stays relayed.
 //   - churn: 8 hosts; daemons killed and restarted and links cut and
 //     restored at random while messages flow; after the last heal every
 //     host has every message.
