@@ -85,7 +85,7 @@ func newHost(key crypto.PrivKey, cfg Config, boot []peer.AddrInfo) (host.Host, *
 	var self atomic.Pointer[host.Host] // for the relay peer source, set once built
 	// libp2p's own hole punching metrics, when on, are set before this
 	// option, which would replace them: one tracer does both.
-	tracer := punchTracer{cfg.Logger.With("component", "holepunch")}
+	tracer := newPunchTracer(cfg.Logger.With("component", "holepunch"))
 	punchTrace := holepunch.WithTracer(tracer)
 	if cfg.Registerer != nil {
 		punchTrace = holepunch.WithMetricsAndEventTracer(holepunch.NewMetricsTracer(holepunch.WithRegisterer(cfg.Registerer)), tracer)

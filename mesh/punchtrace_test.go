@@ -23,22 +23,27 @@ func logTo(b *testbed.Buffer, level slog.Level) *slog.Logger {
 }
 
 // TestPunchTracer: every kind of libp2p hole punching event becomes one
-// debug line naming the peer and how it went; above debug, none.
+// debug line naming the peer and how it went; above debug, only the first
+// punch over TCP alone is said, once.
 func TestPunchTracer(t *testing.T) {
 	p := peer.ID("remote")
+	quic := []string{"/ip4/11.0.0.1/udp/4001/quic-v1", "/ip4/11.0.0.1/tcp/4001"}
 	events := []struct {
 		evt  any
 		want string
 	}{
 		{&holepunch.DirectDialEvt{Success: false, EllapsedTime: 5 * time.Second, Error: "timeout"}, `msg="hole punch: direct dial" peer=` + p.String() + ` ok=false took=5s err=timeout`},
 		{&holepunch.ProtocolErrorEvt{Error: "stream reset"}, `msg="hole punch: protocol error" peer=` + p.String() + ` err="stream reset"`},
+		{&holepunch.StartHolePunchEvt{RemoteAddrs: quic, RTT: 1234567}, `msg="hole punch: punching" peer=` + p.String() + ` addrs="[` + strings.Join(quic, " ") + `]" rtt=1.2ms`},
 		{&holepunch.StartHolePunchEvt{RemoteAddrs: []string{"/ip4/11.0.0.1/tcp/4001"}, RTT: 1234567}, `msg="hole punch: punching" peer=` + p.String() + ` addrs=[/ip4/11.0.0.1/tcp/4001] rtt=1.2ms`},
 		{&holepunch.HolePunchAttemptEvt{Attempt: 2}, `msg="hole punch: attempt" peer=` + p.String() + ` n=2`},
 		{&holepunch.EndHolePunchEvt{Success: true, EllapsedTime: 6543210}, `msg="hole punch: punch ended" peer=` + p.String() + ` ok=true took=6.5ms err=""`},
+		{&holepunch.StartHolePunchEvt{RemoteAddrs: []string{"/ip4/11.0.0.2/tcp/4002"}, RTT: 1234567}, `msg="hole punch: punching" peer=` + p.String() + ` addrs=[/ip4/11.0.0.2/tcp/4002] rtt=1.2ms`},
 		{"something new", `msg="hole punch: Later" peer=` + p.String()},
 	}
+	const tcpOnly = `level=INFO msg="hole punching over TCP only: `
 	var debug, info testbed.Buffer
-	for _, tr := range []punchTracer{{logTo(&debug, slog.LevelDebug)}, {logTo(&info, slog.LevelInfo)}} {
+	for _, tr := range []punchTracer{newPunchTracer(logTo(&debug, slog.LevelDebug)), newPunchTracer(logTo(&info, slog.LevelInfo))} {
 		for _, e := range events {
 			typ := "Later"
 			if _, ok := e.evt.(string); !ok {
@@ -47,17 +52,31 @@ func TestPunchTracer(t *testing.T) {
 			tr.Trace(&holepunch.Event{Remote: p, Type: typ, Evt: e.evt})
 		}
 	}
-	lines := strings.Split(strings.TrimSpace(debug.String()), "\n")
+	var lines []string
+	for l := range strings.Lines(debug.String()) {
+		if !strings.Contains(l, tcpOnly) {
+			lines = append(lines, l)
+		}
+	}
 	if len(lines) != len(events) {
-		t.Fatalf("%d lines for %d events:\n%s", len(lines), len(events), debug.String())
+		t.Fatalf("%d debug lines for %d events:\n%s", len(lines), len(events), debug.String())
 	}
 	for i, e := range events {
 		if !strings.Contains(lines[i], "level=DEBUG "+e.want) {
 			t.Errorf("line %d: %s\nwant it to contain: %s", i, lines[i], e.want)
 		}
 	}
-	if info.String() != "" {
-		t.Errorf("logged above debug level:\n%s", info.String())
+	// The first TCP-only punch (the 4th event), not the QUIC one before it
+	// nor the TCP-only one after it, at either level.
+	for name, b := range map[string]*testbed.Buffer{"debug": &debug, "info": &info} {
+		got := b.String()
+		if n := strings.Count(got, tcpOnly); n != 1 || !strings.Contains(got, tcpOnly) ||
+			!strings.Contains(got, "addrs=[/ip4/11.0.0.1/tcp/4001]\n") {
+			t.Errorf("%s logger: %d TCP-only lines, want 1 naming the first TCP-only punch's addresses:\n%s", name, n, got)
+		}
+	}
+	if l := strings.Count(info.String(), "\n"); l != 1 {
+		t.Errorf("%d lines above debug level, want the TCP-only one:\n%s", l, info.String())
 	}
 }
 
