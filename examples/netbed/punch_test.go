@@ -132,6 +132,13 @@ func TestPunchAgain(t *testing.T) {
 	if !strings.Contains(a.Log.String()+b.Log.String(), "hole punching tried again") {
 		t.Errorf("neither a nor b logged a try of its own")
 	}
+	// Reached over QUIC only, the relay told them QUIC addresses: no punch
+	// was over TCP alone (the daemon says so, at info level, when one is).
+	for _, x := range []*node{a, b} {
+		if strings.Contains(x.Log.String(), "hole punching over TCP only") {
+			t.Errorf("%s punched over TCP only: %s", x.name, punchLines(x))
+		}
+	}
 	took := dm(t, b, a, "direct now")
 	t.Logf("dm b → a: %v", took.Round(time.Microsecond))
 
