@@ -3,6 +3,7 @@ package mesh
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -85,7 +86,9 @@ func newHost(key crypto.PrivKey, cfg Config, boot []peer.AddrInfo) (host.Host, *
 	var self atomic.Pointer[host.Host] // for the relay peer source, set once built
 	// libp2p's own hole punching metrics, when on, are set before this
 	// option, which would replace them: one tracer does both.
-	tracer := newPunchTracer(cfg.Logger.With("component", "holepunch"))
+	// Only a node that listens on QUIC (none does in a mesh with a network
+	// key) can punch over QUIC: only it is told of TCP-only punches.
+	tracer := &punchTracer{log: cfg.Logger.With("component", "holepunch"), quic: cfg.NetworkKey == nil && slices.ContainsFunc(listen, isQUIC)}
 	punchTrace := holepunch.WithTracer(tracer)
 	if cfg.Registerer != nil {
 		punchTrace = holepunch.WithMetricsAndEventTracer(holepunch.NewMetricsTracer(holepunch.WithRegisterer(cfg.Registerer)), tracer)

@@ -449,7 +449,7 @@ func (m *Mesh) OnPeerConnected(f func(peer.ID, []ma.Multiaddr)) {
 func (m *Mesh) identifiedLoop(ctx context.Context) {
 	var hooks []func(peer.ID, []ma.Multiaddr)
 	seen := make(map[peer.ID]bool)                   // peers logged as connected, not yet as left
-	reach := make(map[peer.ID]network.Connectedness) // connected peers' last connectedness
+	paths := make(map[peer.ID]network.Connectedness) // connected peers' last connectedness
 	for {
 		select {
 		case f := <-m.hookCh:
@@ -474,13 +474,13 @@ func (m *Mesh) identifiedLoop(ctx context.Context) {
 			case event.EvtPeerConnectednessChanged:
 				// A pair going direct, or back to relays only, says so:
 				// why a pair stays relayed is otherwise hard to see.
-				was := reach[ev.Peer]
-				reach[ev.Peer] = ev.Connectedness
+				was := paths[ev.Peer]
+				paths[ev.Peer] = ev.Connectedness
 				if was != network.NotConnected && ev.Connectedness != network.NotConnected && was != ev.Connectedness {
 					m.log.Debug("peer path changed", "peer", ev.Peer, "now", pathName(ev.Connectedness))
 				}
 				if ev.Connectedness == network.NotConnected {
-					delete(reach, ev.Peer)
+					delete(paths, ev.Peer)
 					m.circuitLost(ev.Peer)
 					if seen[ev.Peer] {
 						delete(seen, ev.Peer)

@@ -35,15 +35,20 @@ func TestPunchTracer(t *testing.T) {
 		{&holepunch.DirectDialEvt{Success: false, EllapsedTime: 5 * time.Second, Error: "timeout"}, `msg="hole punch: direct dial" peer=` + p.String() + ` ok=false took=5s err=timeout`},
 		{&holepunch.ProtocolErrorEvt{Error: "stream reset"}, `msg="hole punch: protocol error" peer=` + p.String() + ` err="stream reset"`},
 		{&holepunch.StartHolePunchEvt{RemoteAddrs: quic, RTT: 1234567}, `msg="hole punch: punching" peer=` + p.String() + ` addrs="[` + strings.Join(quic, " ") + `]" rtt=1.2ms`},
-		{&holepunch.StartHolePunchEvt{RemoteAddrs: []string{"/ip4/11.0.0.1/tcp/4001"}, RTT: 1234567}, `msg="hole punch: punching" peer=` + p.String() + ` addrs=[/ip4/11.0.0.1/tcp/4001] rtt=1.2ms`},
+		{&holepunch.StartHolePunchEvt{RemoteAddrs: []string{"/dns4/quic.example/tcp/4001"}, RTT: 1234567}, `msg="hole punch: punching" peer=` + p.String() + ` addrs=[/dns4/quic.example/tcp/4001] rtt=1.2ms`},
 		{&holepunch.HolePunchAttemptEvt{Attempt: 2}, `msg="hole punch: attempt" peer=` + p.String() + ` n=2`},
 		{&holepunch.EndHolePunchEvt{Success: true, EllapsedTime: 6543210}, `msg="hole punch: punch ended" peer=` + p.String() + ` ok=true took=6.5ms err=""`},
 		{&holepunch.StartHolePunchEvt{RemoteAddrs: []string{"/ip4/11.0.0.2/tcp/4002"}, RTT: 1234567}, `msg="hole punch: punching" peer=` + p.String() + ` addrs=[/ip4/11.0.0.2/tcp/4002] rtt=1.2ms`},
 		{"something new", `msg="hole punch: Later" peer=` + p.String()},
 	}
 	const tcpOnly = `level=INFO msg="hole punching over TCP only: `
-	var debug, info testbed.Buffer
-	for _, tr := range []punchTracer{newPunchTracer(logTo(&debug, slog.LevelDebug)), newPunchTracer(logTo(&info, slog.LevelInfo))} {
+	var debug, info, noQUIC testbed.Buffer
+	tracers := []*punchTracer{
+		{log: logTo(&debug, slog.LevelDebug), quic: true},
+		{log: logTo(&info, slog.LevelInfo), quic: true},
+		{log: logTo(&noQUIC, slog.LevelInfo)}, // a node that cannot punch over QUIC
+	}
+	for _, tr := range tracers {
 		for _, e := range events {
 			typ := "Later"
 			if _, ok := e.evt.(string); !ok {
@@ -66,17 +71,20 @@ func TestPunchTracer(t *testing.T) {
 			t.Errorf("line %d: %s\nwant it to contain: %s", i, lines[i], e.want)
 		}
 	}
-	// The first TCP-only punch (the 4th event), not the QUIC one before it
-	// nor the TCP-only one after it, at either level.
+	// The first TCP-only punch (the 4th event: a name with "quic" in it is
+	// no QUIC address), not the QUIC one before it nor the TCP-only one
+	// after it, at either level; and never on a node without QUIC.
 	for name, b := range map[string]*testbed.Buffer{"debug": &debug, "info": &info} {
 		got := b.String()
-		if n := strings.Count(got, tcpOnly); n != 1 || !strings.Contains(got, tcpOnly) ||
-			!strings.Contains(got, "addrs=[/ip4/11.0.0.1/tcp/4001]\n") {
+		if n := strings.Count(got, tcpOnly); n != 1 || !strings.Contains(got, "addrs=[/dns4/quic.example/tcp/4001]\n") {
 			t.Errorf("%s logger: %d TCP-only lines, want 1 naming the first TCP-only punch's addresses:\n%s", name, n, got)
 		}
 	}
 	if l := strings.Count(info.String(), "\n"); l != 1 {
 		t.Errorf("%d lines above debug level, want the TCP-only one:\n%s", l, info.String())
+	}
+	if noQUIC.String() != "" {
+		t.Errorf("a node without QUIC was told to punch over QUIC:\n%s", noQUIC.String())
 	}
 }
 

@@ -132,6 +132,10 @@ func TestPunchAgain(t *testing.T) {
 	if !strings.Contains(a.Log.String()+b.Log.String(), "hole punching tried again") {
 		t.Errorf("neither a nor b logged a try of its own")
 	}
+	// Their logs (debug level) carry libp2p's DCUtR steps.
+	if !strings.Contains(a.Log.String()+b.Log.String(), `msg="hole punch: punching"`) {
+		t.Errorf("neither a nor b logged a DCUtR step")
+	}
 	// Reached over QUIC only, the relay told them QUIC addresses: no punch
 	// was over TCP alone (the daemon says so, at info level, when one is).
 	for _, x := range []*node{a, b} {
