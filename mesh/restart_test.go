@@ -55,8 +55,9 @@ func TestRestartNotPenalized(t *testing.T) {
 			}
 		}
 		// Taken into a's mesh of every space: gossipsub grafts on its
-		// heartbeat (a second), a GRAFT refused for a backoff waits it out.
-		waitFor(t, 5*time.Second, fmt.Sprintf("run %d: b in a's gossip mesh of every space", run), func() bool {
+		// heartbeat (a second), a GRAFT refused for a backoff waits it out
+		// (a minute); 20 s is room for a loaded machine, not for that.
+		waitFor(t, 20*time.Second, fmt.Sprintf("run %d: b in a's gossip mesh of every space", run), func() bool {
 			for _, id := range ids {
 				if !slices.Contains(a.meshPeers(id), b.ID()) {
 					return false
@@ -66,7 +67,7 @@ func TestRestartNotPenalized(t *testing.T) {
 		})
 		if run == restarts {
 			// The score board reads the scores every scoreInterval.
-			waitFor(t, 5*time.Second, "a's reading of b's score", func() bool {
+			waitFor(t, 15*time.Second, "a's reading of b's score", func() bool {
 				_, ok := a.GossipScore(b.ID())
 				return ok
 			})
@@ -130,7 +131,9 @@ func TestLeaveRejoinGossip(t *testing.T) {
 }
 
 func leaveRejoinGossip(t *testing.T, restart bool) {
-	const within = 5 * time.Second
+	// Seconds when it works; 14 s (no restart) and 74 s (restart) with
+	// the bug below. 10 s leaves a loaded machine room under the 14.
+	const within = 10 * time.Second
 	space := protocol.SpaceID("test/rejoin")
 	kb, _, _ := crypto.GenerateEd25519Key(rand.Reader)
 	kc, _, _ := crypto.GenerateEd25519Key(rand.Reader)
@@ -196,7 +199,7 @@ func leaveRejoinGossip(t *testing.T, restart bool) {
 	// heartbeat late, and only while a advertises them).
 	n := len(rb.ids())
 	waitFor(t, within, "b gets 10 more of c's messages", func() bool { return len(rb.ids()) >= n+10 })
-	waitFor(t, 5*time.Second, "a's reading of b's score", func() bool {
+	waitFor(t, 15*time.Second, "a's reading of b's score", func() bool {
 		_, ok := a.GossipScore(b.ID())
 		return ok
 	})

@@ -36,16 +36,27 @@ func TestPacerTurns(t *testing.T) {
 	// 2.5 s, is refused at once.
 	var wg sync.WaitGroup
 	done := make([]time.Duration, 4)
+	nextTurn := func() time.Time {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.next[open]
+	}
 	for i := range 4 {
-		time.Sleep(5 * time.Millisecond) // ask in order
+		asked := nextTurn()
 		wg.Go(func() {
 			if err := p.wait(ctx, open, 100); err != nil {
 				t.Errorf("post %d: %v", i, err)
 			}
 			done[i] = time.Since(start)
 		})
+		// In order: the next asks once this one has its turn, however
+		// long a loaded machine takes to run it.
+		for deadline := time.Now().Add(10 * time.Second); nextTurn().Equal(asked); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("post %d never asked for its turn", i)
+			}
+		}
 	}
-	time.Sleep(20 * time.Millisecond)
 	t0 := time.Now()
 	err := p.wait(ctx, open, 100)
 	var e *Error

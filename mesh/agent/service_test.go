@@ -136,9 +136,13 @@ func TestCardCache(t *testing.T) {
 // much, too little or too late, is refused with an error that says so.
 func TestBadAnswersRefused(t *testing.T) {
 	t.Parallel()
-	evil, cliH, other := newHost(t), newHost(t), newHost(t)
-	cli := newService(t, cliH, nil, agent.WithTimeout(500*time.Millisecond))
+	evil, cliH, hurriedH, other := newHost(t), newHost(t), newHost(t), newHost(t)
+	// Answers that come get the time a loaded machine may need; only the
+	// one that never comes is waited for briefly.
+	cli := newService(t, cliH, nil, agent.WithTimeout(10*time.Second))
+	hurried := newService(t, hurriedH, nil, agent.WithTimeout(500*time.Millisecond))
 	connect(t, cliH, evil)
+	connect(t, hurriedH, evil)
 
 	cardJSON := func(id string) []byte {
 		b, _ := json.Marshal(protocol.Card{ID: id, Capabilities: []protocol.Capability{{Name: "code_review"}}})
@@ -186,11 +190,15 @@ func TestBadAnswersRefused(t *testing.T) {
 				}
 				_, _ = s.Write(tc.answer)
 			})
+			c := cli
+			if tc.hang {
+				c = hurried
+			}
 			var err error
 			if tc.health {
-				_, _, err = cli.Health(t.Context(), evil.ID())
+				_, _, err = c.Health(t.Context(), evil.ID())
 			} else {
-				_, err = cli.Card(t.Context(), evil.ID())
+				_, err = c.Card(t.Context(), evil.ID())
 			}
 			if err == nil {
 				t.Fatal("answer accepted")

@@ -195,22 +195,33 @@ func TestStrangersShareARate(t *testing.T) {
 			}
 			space, _ := protocol.ParseID(sp.ID)
 			raws := []*rawPeer{newRawPeer(t, a, space), newRawPeer(t, a, space)}
-			for i := range 20 {
+			publish := func(i int) {
 				for _, r := range raws {
 					m := r.sign(t, space, fmt.Sprintf(`{"text":"%d"}`, i))
 					if err := r.topic.Publish(ctx, m.Encode()); err != nil {
 						t.Fatal(err)
 					}
 				}
-				time.Sleep(20 * time.Millisecond) // let a first message be stored
 			}
-			// Anything on its way is through by then.
-			time.Sleep(time.Second)
-			n := 0
-			for _, r := range raws {
-				su, _ := a.node.Store().SenderUsage(space, r.id.String())
-				n += int(su.Count)
+			stored := func() (n int, all bool) {
+				all = true
+				for _, r := range raws {
+					su, _ := a.node.Store().SenderUsage(space, r.id.String())
+					n += int(su.Count)
+					all = all && su.Count > 0
+				}
+				return n, all
 			}
+			// An author is known from its first message stored on: wait
+			// for both, however loaded the machine, before the rest.
+			publish(0)
+			eventually(t, 30*time.Second, "each author's first message stored", func() bool { _, all := stored(); return all })
+			for i := 1; i < 20; i++ {
+				publish(i)
+			}
+			eventually(t, 30*time.Second, fmt.Sprintf("at least %d of the 40 stored", tc.wantMin), func() bool { n, _ := stored(); return n >= tc.wantMin })
+			time.Sleep(time.Second) // anything else on its way is through by then
+			n, _ := stored()
 			if n < tc.wantMin || n > tc.wantMax {
 				t.Errorf("%d of the 40 messages of 2 new authors stored, want %d–%d", n, tc.wantMin, tc.wantMax)
 			}
