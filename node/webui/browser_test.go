@@ -282,8 +282,10 @@ func TestBrowser(t *testing.T) {
 	screenshot(t, ctx, "ui-graph")
 
 	// Handlers and calls in flight: a slow handler here, called by the
-	// other daemon.
-	a.Start("handle", "slow", "--exec", "sleep 5; cat", "--allow", "anyone")
+	// other daemon. It answers once the page has shown the call (the
+	// file go exists), however long a loaded machine takes to get there.
+	goFile := filepath.Join(t.TempDir(), "go")
+	a.Start("handle", "slow", "--exec", fmt.Sprintf("while [ ! -e %q ]; do sleep 0.1; done; cat", goFile), "--allow", "anyone")
 	b.Start("handle", "summarize", "--exec", "cat", "--allow", "anyone", "--description", "summarizes text")
 	run(t, ctx, "calls tab", chromedp.Click(chromedp.CSS(`#tabs button[data-tab="calls"]`)))
 	waitText(t, ctx, "#handlers", "slow")
@@ -291,6 +293,9 @@ func TestBrowser(t *testing.T) {
 	waitText(t, ctx, "#serving", "slow")
 	waitText(t, ctx, "#serving", "bob")
 	screenshot(t, ctx, "ui-calls")
+	if err := os.WriteFile(goFile, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if err := call.Wait(30 * time.Second); err != nil {
 		t.Fatalf("invoke: %v\n%s", err, call.Stderr)
 	}
