@@ -150,10 +150,14 @@ func TestClosedMesh(t *testing.T) {
 				time.Sleep(100 * time.Millisecond)
 			}
 			// The stranger may find the member, which is not closed in
-			// the allowlist case; never the closed node.
-			if slices.ContainsFunc(s.node.Peers(), func(p mesh.PeerInfo) bool { return p.ID == a.ID() }) {
-				t.Errorf("the stranger is connected to the closed node: %+v", s.node.Peers())
-			}
+			// the allowlist case; never the closed node. Its own view may
+			// hold a connection for the moment the closed node takes to
+			// close one it refuses (over QUIC the handshake completes
+			// first), and the stranger keeps trying (its DM, the DHT):
+			// what must not be is a connection that stays.
+			eventually(t, 10*time.Second, "the stranger holding no connection to the closed node", func() bool {
+				return !slices.ContainsFunc(s.node.Peers(), func(p mesh.PeerInfo) bool { return p.ID == a.ID() })
+			})
 		})
 	}
 }
