@@ -303,6 +303,14 @@ func dial(t *testing.T, from, to *Host, port int) (srv, cli string) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	// The listener says whom it accepted on its own output, which can
+	// come a moment after the dialler has its echo.
+	for strings.Contains(cout.String(), "echo hello") && !strings.Contains(sout.String(), "from ") {
+		if time.Now().After(deadline) {
+			t.Fatalf("tcp-listen %s in %s never said whom it accepted: %s", addr, to.NS, sout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	return sout.String(), cout.String()
 }
 
