@@ -49,10 +49,7 @@ func (m *Mesh) closeEarlierRuns(ev event.EvtPeerIdentificationCompleted) {
 
 // quicEndpoint returns the IP and UDP port of a QUIC multiaddr.
 func quicEndpoint(a ma.Multiaddr) (ip, port string, ok bool) {
-	if _, err := a.ValueForProtocol(ma.P_QUIC_V1); err != nil {
-		return "", "", false
-	}
-	if isCircuit(a) {
+	if !isQUIC(a) || isCircuit(a) {
 		return "", "", false
 	}
 	nip, err := manet.ToIP(a)
