@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -290,6 +291,14 @@ type broadcastRun struct {
 	// daemons.
 	SyncSessions int `json:"sync_sessions"`
 	SyncFetched  int `json:"sync_fetched"`
+	// BusyDaemons and BusyBench are the CPU time the daemons (all of
+	// them) and the bench process (publishers' clients, followers) spent
+	// while the publishers sent, divided by that time: how many of the
+	// machine's cores they kept busy. At or near all of them, arrivals
+	// queue for a core and the latency is mostly that wait: every daemon
+	// of the space runs on this one machine.
+	BusyDaemons float64 `json:"busy_daemons_cores"`
+	BusyBench   float64 `json:"busy_bench_cores"`
 }
 
 // joinSyncWait is how long after joining a member may start its first
@@ -350,7 +359,8 @@ func (r *broadcastResult) rows() [][2]string {
 			[2]string{"  copies, system calls", fmt.Sprintf("gossip brought %.2f copies of each new message; %.1f writes and %.1f reads per received msg on a daemon that publishes nothing",
 				run.CopiesPerMsg, run.WritesPerMsgReceivers, run.ReadsPerMsgReceivers)},
 			[2]string{"  sync", fmt.Sprintf("%s sessions (both sides count), %s messages fetched by sync instead of gossip",
-				fmtCount(float64(run.SyncSessions)), fmtCount(float64(run.SyncFetched)))})
+				fmtCount(float64(run.SyncSessions)), fmtCount(float64(run.SyncFetched)))},
+			[2]string{"  cores busy while sending", busyRow(run.BusyDaemons, run.BusyBench, runtime.NumCPU())})
 	}
 	return rows
 }
@@ -463,6 +473,7 @@ func broadcastAt(ctx context.Context, b *bench, ds []*benchDaemon, space string,
 	// not the messages' (as the closing one falls after cpu1).
 	g0 := gossipCounts(ctx, ds)
 	cpu0, io0 := cpuOf(ds), syscallsOf(ds)
+	self0, _ := procCPU(os.Getpid())
 	var next, sent, failed atomic.Int64
 	interval := time.Second / time.Duration(rate)
 	start := time.Now().Add(20 * time.Millisecond)
@@ -492,6 +503,16 @@ func broadcastAt(ctx context.Context, b *bench, ds []*benchDaemon, space string,
 		}
 	})
 	sendEnd := time.Now()
+	cpuSent := cpuOf(ds)
+	self1, _ := procCPU(os.Getpid())
+	if busy := sendEnd.Sub(start).Seconds(); busy > 0 {
+		var daemons time.Duration
+		for i := range ds {
+			daemons += cpuSent[i] - cpu0[i]
+		}
+		run.BusyDaemons = round(daemons.Seconds()/busy, 2)
+		run.BusyBench = round((self1-self0).Seconds()/busy, 2)
+	}
 	run.SendS = round(sendEnd.Sub(start).Seconds(), 2)
 	run.Sent, run.SendErrors = int(sent.Load()), int(failed.Load())
 	run.AchievedPerS = perSecond(run.Sent, sendEnd.Sub(start))
@@ -1261,3 +1282,18 @@ func benchMany(ctx context.Context, b *bench, r *manyResult) error {
 	}
 	return nil
 }
+
+// busyRow says how many of cpus cores the daemons and the bench kept busy,
+// and whether that is all of them (the machine saturated).
+func busyRow(daemons, bench float64, cpus int) string {
+	row := fmt.Sprintf("daemons %.2f, bench %.2f of %d", daemons, bench, cpus)
+	if daemons+bench >= saturated*float64(cpus) {
+		row += ": saturated, so arrivals wait for a core (the latency above is mostly that wait)"
+	}
+	return row
+}
+
+// saturated is the share of the machine's cores past which the broadcast
+// row says the machine was saturated: with every daemon of the space on
+// one machine, most of a message's latency there is its wait for a core.
+const saturated = 0.9

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -82,6 +84,11 @@ func TestBenchQuick(t *testing.T) {
 			run.Expected != run.Sent*(s.Broadcast.Daemons-1) || run.Lost != run.Expected-run.Arrived ||
 			run.WritesPerMsgReceivers <= 0 || run.ReadsPerMsgReceivers <= 0 || run.CopiesPerMsg < 1 {
 			t.Errorf("broadcast: %+v", run)
+		}
+		// Busy cores: CPU time over wall time, so at most the machine's
+		// cores (and a clock tick's rounding of a short run).
+		if run.BusyDaemons <= 0 || run.BusyBench <= 0 || run.BusyDaemons+run.BusyBench > float64(runtime.NumCPU())+0.5 {
+			t.Errorf("broadcast busy cores: daemons %.2f, bench %.2f of %d", run.BusyDaemons, run.BusyBench, runtime.NumCPU())
 		}
 		lat("broadcast", run.Latency)
 	}
@@ -235,5 +242,27 @@ func TestBenchCatchupMessages(t *testing.T) {
 	}
 	if c := r.Scenarios.Catchup; c == nil || c.Messages != 300 || c.CaughtUpS <= 0 || c.FirstS <= 0 || c.JoinerCPUUs <= 0 {
 		t.Errorf("catchup: %+v, want 300 messages fetched", c)
+	}
+}
+
+func TestBusyRow(t *testing.T) {
+	for _, c := range []struct {
+		daemons, bench float64
+		cpus           int
+		saturated      bool
+	}{
+		{0.86, 0.08, 2, false},
+		{1.76, 0.16, 2, true},
+		{1.70, 0.10, 2, true}, // 90 %: the bound itself
+		{1.60, 0.10, 2, false},
+		{3.0, 0.2, 8, false},
+	} {
+		row := busyRow(c.daemons, c.bench, c.cpus)
+		if !strings.HasPrefix(row, fmt.Sprintf("daemons %.2f, bench %.2f of %d", c.daemons, c.bench, c.cpus)) {
+			t.Errorf("busyRow(%v, %v, %d) = %q", c.daemons, c.bench, c.cpus, row)
+		}
+		if got := strings.Contains(row, "saturated"); got != c.saturated {
+			t.Errorf("busyRow(%v, %v, %d) = %q: saturated %v, want %v", c.daemons, c.bench, c.cpus, row, got, c.saturated)
+		}
 	}
 }
