@@ -502,10 +502,10 @@ func broadcastAt(ctx context.Context, b *bench, ds []*benchDaemon, space string,
 			sent.Add(1)
 		}
 	})
-	sendEnd := time.Now()
+	sendFor := time.Since(start)
 	cpuSent := cpuOf(ds)
 	self1, _ := procCPU(os.Getpid())
-	if busy := sendEnd.Sub(start).Seconds(); busy > 0 {
+	if busy := sendFor.Seconds(); busy > 0 {
 		var daemons time.Duration
 		for i := range ds {
 			daemons += cpuSent[i] - cpu0[i]
@@ -513,9 +513,9 @@ func broadcastAt(ctx context.Context, b *bench, ds []*benchDaemon, space string,
 		run.BusyDaemons = round(daemons.Seconds()/busy, 2)
 		run.BusyBench = round((self1-self0).Seconds()/busy, 2)
 	}
-	run.SendS = round(sendEnd.Sub(start).Seconds(), 2)
+	run.SendS = round(sendFor.Seconds(), 2)
 	run.Sent, run.SendErrors = int(sent.Load()), int(failed.Load())
-	run.AchievedPerS = perSecond(run.Sent, sendEnd.Sub(start))
+	run.AchievedPerS = perSecond(run.Sent, sendFor)
 	run.Expected = run.Sent * (len(ds) - 1)
 	if err != nil {
 		return run, err
