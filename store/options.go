@@ -83,6 +83,14 @@ const (
 	mib = 1 << 20
 )
 
+// BadgerOptions returns the options a store in dir opens Badger with
+// (badgerOptions, with its warnings dropped), for measuring Badger alone
+// as weft runs it: weft bench's floors store and read messages with
+// them, with none of the store's own keys, reads or syncing.
+func BadgerOptions(dir string) badger.Options {
+	return badgerOptions(Options{Dir: dir}, slog.New(slog.DiscardHandler))
+}
+
 // badgerOptions returns Badger's options for weft: a small sidecar next to
 // an agent, not a database server. Memory stays in the tens of MiB, writes
 // are not synced by Badger (the store's group syncer does that, see

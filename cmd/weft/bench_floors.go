@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -77,6 +78,9 @@ type floorsResult struct {
 	InvokeFloorMs float64 `json:"invoke_floor_ms"`
 	// Gossip is gossipsub alone at the broadcast scenario's rates.
 	Gossip []gossipFloorRun `json:"gossip"`
+	// Catchup is Badger alone storing and reading back the catchup
+	// scenario's messages, and the least a late joiner of them costs here.
+	Catchup catchupFloorRun `json:"catchup"`
 }
 
 // gossipFloorRun is one rate of the gossip floor: Hosts libp2p hosts in
@@ -111,6 +115,9 @@ func (r *floorsResult) rows() [][2]string {
 		{"bare libp2p stream round trip (64 B, a kept stream, 1 process)", r.Stream.String()},
 		{"bare Unix socket round trip between 2 processes (64 B, kept)", r.Unix.String()},
 		{"so an invoke ≥ API round trip + 2 stream round trips", fmt.Sprintf("%s ms", fmtMs(r.InvokeFloorMs))},
+		{fmt.Sprintf("bare Badger (weft's options): store %s messages of %d B, 2 keys each", fmtCount(float64(r.Catchup.Messages)), r.Catchup.Bytes),
+			fmt.Sprintf("%.2f s, %.1f µs CPU each; read each back by its key %.1f µs", r.Catchup.StoreS, r.Catchup.StoreCPUUs, r.Catchup.ReadCPUUs)},
+		{fmt.Sprintf("so a late joiner of %s ≥ (verify + store + read) over the cores", fmtCount(float64(r.Catchup.Messages))), fmt.Sprintf("%.2f s", r.Catchup.FloorS)},
 	}
 	for _, g := range r.Gossip {
 		rows = append(rows, [2]string{
@@ -147,6 +154,9 @@ func benchFloors(ctx context.Context, b *bench, r *floorsResult) error {
 		return fmt.Errorf("unix: %w", err)
 	}
 	r.InvokeFloorMs = round(r.HTTP.P50Ms+r.Stream.P50Ms+r.Unix.P50Ms, 3)
+	if r.Catchup, err = catchupFloor(b.root, b.sizes.catchup, r.VerifyUs, runtime.NumCPU()); err != nil {
+		return fmt.Errorf("catchup: %w", err)
+	}
 	for _, rate := range b.sizes.bcastRates {
 		g, err := gossipFloor(ctx, b.sizes.bcastDaemons, rate, b.sizes.bcastFor, b.sizes.bcastGrace)
 		r.Gossip = append(r.Gossip, g)

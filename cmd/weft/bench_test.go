@@ -120,7 +120,10 @@ func TestBenchQuick(t *testing.T) {
 		t.Errorf("memory: %+v", m)
 	}
 	if f := s.Floors; f.SignUs <= 0 || f.VerifyUs <= 0 || f.HTTP1PerS <= 0 || f.HTTP8PerS <= 0 || f.HTTP8CPUUs <= 0 ||
-		f.SendCeilingPerS <= 0 || f.InvokeFloorMs <= 0 || len(f.Gossip) != len(quickSizes().bcastRates) {
+		f.SendCeilingPerS <= 0 || f.InvokeFloorMs <= 0 || len(f.Gossip) != len(quickSizes().bcastRates) ||
+		// CPU comes in 10 ms ticks: a quick run's few ms of Badger may be 0.
+		f.Catchup.Messages != quickSizes().catchup || f.Catchup.StoreS <= 0 || f.Catchup.StoreCPUUs < 0 ||
+		f.Catchup.ReadCPUUs < 0 || f.Catchup.FloorS <= 0 {
 		t.Errorf("floors: %+v", f)
 	} else {
 		lat("bare HTTP", f.HTTP)
