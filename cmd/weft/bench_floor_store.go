@@ -59,7 +59,7 @@ func catchupFloor(root string, n int, verifyUs float64, cores int) (catchupFloor
 	}
 	defer db.Close()
 
-	ids := make([][]byte, n)
+	ids := floorIDs(n) // made before the clock starts: a joiner is given its messages' IDs
 	cpu0, _ := procCPU(os.Getpid())
 	t0 := time.Now()
 	if err := floorWrite(db, ids); err != nil {
@@ -82,18 +82,27 @@ func catchupFloor(root string, n int, verifyUs float64, cores int) (catchupFloor
 	return run, nil
 }
 
-// floorWrite stores len(ids) messages of catchupFloorBytes, setting ids
-// to their keys, committing each transaction when Badger takes no more.
+// floorIDs returns n message keys: a prefix and 32 random bytes each.
+func floorIDs(n int) [][]byte {
+	raw := make([]byte, n*32)
+	_, _ = rand.Read(raw)
+	ids := make([][]byte, n)
+	for i := range ids {
+		ids[i] = append([]byte{'m'}, raw[i*32:(i+1)*32]...)
+	}
+	return ids
+}
+
+// floorWrite stores a message of catchupFloorBytes under each of ids,
+// committing each transaction when Badger takes no more. The messages
+// share one value: a joiner holds its messages' bytes already, and Badger
+// copies what it is given at the commit.
 func floorWrite(db *badger.DB, ids [][]byte) error {
+	val := make([]byte, catchupFloorBytes)
+	_, _ = rand.Read(val)
 	txn := db.NewTransaction(true)
 	defer func() { txn.Discard() }()
-	for i := range ids {
-		id := make([]byte, 1+32)
-		id[0] = 'm'
-		_, _ = rand.Read(id[1:])
-		ids[i] = id
-		val := make([]byte, catchupFloorBytes)
-		_, _ = rand.Read(val)
+	for i, id := range ids {
 		idx := make([]byte, 1+8+32) // sync order: a time, then the ID
 		idx[0] = 't'
 		binary.BigEndian.PutUint64(idx[1:], uint64(i))
@@ -106,8 +115,9 @@ func floorWrite(db *badger.DB, ids [][]byte) error {
 		}
 		err := set()
 		if errors.Is(err, badger.ErrTxnTooBig) {
-			// Committed without the message, which goes in the next one
-			// (a transaction takes a key's set or none of it).
+			// Committed without the message's index key (perhaps with
+			// its value), which go in the next one: a value set twice is
+			// the same value.
 			if err = txn.Commit(); err != nil {
 				return fmt.Errorf("badger commit: %w", err)
 			}
