@@ -100,6 +100,7 @@ func (s *Store) putChunk(ctx context.Context, ms []Message, idx []int, q Quota, 
 type batchPlan struct {
 	i          int  // index in ms
 	referenced bool // a stored message names it in its Prev
+	skipped    skipped
 	parents    []batchParent
 }
 
@@ -157,19 +158,28 @@ func (s *Store) batchOnce(ms []Message, idx []int, q Quota, results []PutResult)
 			continue
 		}
 		first[m.ID] = i
-		e, err := readEntry(txn, m.ID)
-		switch {
-		case err == nil:
-			results[i].Entry = e
-			continue
-		case !errors.Is(err, ErrNotFound):
-			return fmt.Errorf("check existing %s: %w", m.ID, err)
-		}
 		p := batchPlan{i: i}
-		_, err = get(txn, refKey(m.ID))
-		p.referenced = err == nil
-		if err != nil && !errors.Is(err, ErrNotFound) {
-			return fmt.Errorf("check children of %s: %w", m.ID, err)
+		// Each read only if the ID filters say maybe (idfilter.go).
+		if s.ids.mayBeStored(m.ID) {
+			e, err := readEntry(txn, m.ID)
+			switch {
+			case err == nil:
+				results[i].Entry = e
+				continue
+			case !errors.Is(err, ErrNotFound):
+				return fmt.Errorf("check existing %s: %w", m.ID, err)
+			}
+		} else {
+			p.skipped |= skippedRecord
+		}
+		if s.ids.mayBeNamed(m.ID) {
+			_, err := get(txn, refKey(m.ID))
+			p.referenced = err == nil
+			if err != nil && !errors.Is(err, ErrNotFound) {
+				return fmt.Errorf("check children of %s: %w", m.ID, err)
+			}
+		} else {
+			p.skipped |= skippedRef
 		}
 		heads := s.cachedHeads(m.Space, m.Prev)
 		for j, parent := range m.Prev {
@@ -251,6 +261,14 @@ func (s *Store) batchOnce(ms []Message, idx []int, q Quota, results []PutResult)
 		return err
 	}
 	for _, p := range plans {
+		if p.skipped != 0 && s.ids.changed(ms[p.i].ID, p.skipped) {
+			// A writer of a key this attempt did not read has committed
+			// or is committing (idfilter.go): again, reading it.
+			s.commitMu.Unlock()
+			return errRetry
+		}
+	}
+	for _, p := range plans {
 		m := ms[p.i]
 		c, err := s.chargeBookLocked(m, q)
 		if errors.Is(err, ErrQuota) {
@@ -286,6 +304,7 @@ func (s *Store) batchOnce(ms []Message, idx []int, q Quota, results []PutResult)
 		}
 		a.i = p.i
 		added = append(added, a)
+		s.ids.wrote(&ms[p.i])
 	}
 	if len(added) == 0 {
 		s.commitMu.Unlock()

@@ -153,18 +153,28 @@ func (s *Store) putOnce(m Message, q Quota) (Entry, bool, error) {
 	txn := s.db.NewTransaction(true)
 	defer txn.Discard()
 
-	e, err := readEntry(txn, m.ID)
-	switch {
-	case err == nil:
-		return e, false, nil
-	case !errors.Is(err, ErrNotFound):
-		return Entry{}, false, fmt.Errorf("store: put %s: check existing: %w", m.ID, err)
+	// Each read only if the ID filters say maybe (idfilter.go).
+	var skip skipped
+	if s.ids.mayBeStored(m.ID) {
+		e, err := readEntry(txn, m.ID)
+		switch {
+		case err == nil:
+			return e, false, nil
+		case !errors.Is(err, ErrNotFound):
+			return Entry{}, false, fmt.Errorf("store: put %s: check existing: %w", m.ID, err)
+		}
+	} else {
+		skip |= skippedRecord
 	}
-
-	_, err = get(txn, refKey(m.ID))
-	referenced := err == nil
-	if err != nil && !errors.Is(err, ErrNotFound) {
-		return Entry{}, false, fmt.Errorf("store: put %s: check children: %w", m.ID, err)
+	referenced := false
+	if s.ids.mayBeNamed(m.ID) {
+		_, err := get(txn, refKey(m.ID))
+		referenced = err == nil
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return Entry{}, false, fmt.Errorf("store: put %s: check children: %w", m.ID, err)
+		}
+	} else {
+		skip |= skippedRef
 	}
 	if !referenced {
 		if err := txn.Set(headKey(m.Space, m.ID), nil); err != nil {
@@ -215,6 +225,12 @@ func (s *Store) putOnce(m Message, q Quota) (Entry, bool, error) {
 	}
 
 	s.commitMu.Lock()
+	if skip != 0 && s.ids.changed(m.ID, skip) {
+		// A writer of a key this attempt did not read has committed or
+		// is committing (idfilter.go): again, reading it.
+		s.commitMu.Unlock()
+		return Entry{}, false, errRetry
+	}
 	seq, err := s.nextSeqLocked(m.Space)
 	if err != nil {
 		s.commitMu.Unlock()
@@ -235,6 +251,7 @@ func (s *Store) putOnce(m Message, q Quota) (Entry, bool, error) {
 		s.commitMu.Unlock()
 		return Entry{}, false, fmt.Errorf("store: put %s: %w", m.ID, err)
 	}
+	s.ids.wrote(&m)
 	s.beginHeads(m.ID)
 	done := make(chan error, 1)
 	txn.CommitWith(func(err error) { done <- err })
@@ -473,6 +490,9 @@ func (s *Store) Has(id protocol.ID) (bool, error) {
 		return false, err
 	}
 	defer s.leave()
+	if !s.ids.mayBeStored(id) {
+		return false, nil
+	}
 	var found bool
 	err := s.db.View(func(txn *badger.Txn) error {
 		_, err := txn.Get(messageKey(id))

@@ -127,6 +127,8 @@ type Store struct {
 
 	usage *usageBook // what each space and sender holds (see usage.go)
 
+	ids *idFilters // which IDs may have a record or a reference key (idfilter.go)
+
 	syncer  *syncer     // group sync (see syncer.go); nil in memory
 	commits commitQueue // group commit of durable Puts (see commitq.go)
 
@@ -175,6 +177,7 @@ func Open(opts Options) (*Store, error) {
 		exempt:         make(map[protocol.ID]bool),
 		changes:        make(map[protocol.ID]chan struct{}),
 		usage:          newUsageBook(),
+		ids:            newIDFilters(),
 		cancel:         cancel,
 	}
 	if s.now == nil {
@@ -217,6 +220,11 @@ func Open(opts Options) (*Store, error) {
 	if sweep > 0 {
 		s.every(ctx, sweep, s.runSweep)
 	}
+	s.wg.Go(func() {
+		if err := s.ids.scan(ctx, db); err != nil && ctx.Err() == nil {
+			logger.Warn("store: id filters stay off: every new message's keys are read", "err", err)
+		}
+	})
 	s.compact = &compactGate{db: db}
 	s.wg.Go(func() { s.compact.run(ctx, compactCheck) })
 	return s, nil
