@@ -27,9 +27,11 @@ import (
 //	h space id       → empty; id is a head of space (no stored message names it in Prev)
 //	c parent child   → empty; child names parent in its Prev (children index)
 //	r parent         → empty; some stored message names parent in its Prev.
-//	                   Read with Get by parent's own Put so that a child committed
-//	                   concurrently is caught by conflict detection (badger does
-//	                   not detect conflicts on ranges, only on keys).
+//	                   Read with Get by parent's own Put (when the ID filter of
+//	                   reference keys says it may be there, see idfilter.go) so
+//	                   that a child committed concurrently is caught by conflict
+//	                   detection (badger does not detect conflicts on ranges,
+//	                   only on keys).
 //	t space time id  → empty; the space's time index in sync order (time is
 //	                   created_at, Unix ms, see putTime). Read keys-only to
 //	                   build the in-memory range index (see rangeIndex).
