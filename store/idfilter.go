@@ -102,31 +102,47 @@ func (f *idFilters) scan(ctx context.Context, db *badger.DB) error {
 		prefix byte
 		f      *idFilter
 	}{{prefixMessage, &f.stored}, {prefixRef, &f.named}} {
-		err := db.View(func(txn *badger.Txn) error {
-			opts := badger.DefaultIteratorOptions
-			opts.PrefetchValues = false
-			opts.Prefix = []byte{t.prefix}
-			it := txn.NewIterator(opts)
-			defer it.Close()
-			n := 0
-			for it.Rewind(); it.Valid(); it.Next() {
-				if n++; n%4096 == 0 && ctx.Err() != nil {
-					return ctx.Err()
-				}
-				k := it.Item().Key()
-				if len(k) == 1+protocol.IDSize {
-					t.f.add(protocol.ID(k[1:]))
-				}
+		// In short read transactions, each resuming after the last key
+		// of the one before: a long one would hold back Badger's
+		// cleanup of committed transactions, which every commit's
+		// conflict check walks, and of old versions. What is written
+		// meanwhile is added by its writer.
+		from := []byte{t.prefix}
+		for from != nil {
+			if err := ctx.Err(); err != nil {
+				return err
 			}
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("store: scan %c keys for the id filters: %w", t.prefix, err)
+			err := db.View(func(txn *badger.Txn) error {
+				opts := badger.DefaultIteratorOptions
+				opts.PrefetchValues = false
+				opts.Prefix = []byte{t.prefix}
+				it := txn.NewIterator(opts)
+				defer it.Close()
+				n := 0
+				for it.Seek(from); it.Valid(); it.Next() {
+					k := it.Item().Key()
+					if n++; n > scanChunk {
+						from = it.Item().KeyCopy(nil)
+						return nil
+					}
+					if len(k) == 1+protocol.IDSize {
+						t.f.add(protocol.ID(k[1:]))
+					}
+				}
+				from = nil
+				return nil
+			})
+			if err != nil {
+				return fmt.Errorf("store: scan %c keys for the id filters: %w", t.prefix, err)
+			}
 		}
 	}
 	f.ready.Store(true)
 	return nil
 }
+
+// scanChunk is how many keys one read transaction of scan reads.
+const scanChunk = 16384
 
 // idFilter is a set of IDs that may say maybe for an ID it was not given
 // (about 1% of them per segment) but never no for one it was: a blocked
@@ -205,6 +221,11 @@ func (f *idFilter) add(id protocol.ID) {
 		return
 	}
 	block, bits := f.hash(id)
+	if f.has(block, bits) {
+		// Maybe already (added before: a parent named again, a retry):
+		// it stays so; counting it again would only fill the segment.
+		return
+	}
 	segs := *f.segs.Load()
 	s := segs[len(segs)-1]
 	if s.n.Add(1) > s.cap {
@@ -249,7 +270,11 @@ func (f *idFilter) mayHave(id protocol.ID) bool {
 	if f.full.Load() {
 		return true
 	}
-	block, bits := f.hash(id)
+	return f.has(f.hash(id))
+}
+
+// has is mayHave of an ID's hashes, whether full or not.
+func (f *idFilter) has(block, bits uint64) bool {
 	for _, s := range *f.segs.Load() {
 		w := s.words[(block&s.mask)*blockWords:][:blockWords]
 		in := true
