@@ -177,6 +177,7 @@ func (s *Store) JoinSpace(sp Space) (Space, bool, error) {
 	if err != nil {
 		return Space{}, false, fmt.Errorf("store: join space %s: %w", sp.ID, err)
 	}
+	s.retained.set(out.ID, !out.Retention.IsZero())
 	return out, created, nil
 }
 
@@ -212,6 +213,7 @@ func (s *Store) SetRetention(id protocol.ID, r Retention) (Space, error) {
 	if err != nil {
 		return Space{}, fmt.Errorf("store: set retention of %s: %w", id, err)
 	}
+	s.retained.set(id, !r.IsZero())
 	return sp, nil
 }
 
@@ -273,6 +275,7 @@ func (s *Store) LeaveSpace(id protocol.ID) error {
 	if err != nil {
 		return fmt.Errorf("store: leave space %s: %w", id, err)
 	}
+	s.retained.set(id, false)
 	return nil
 }
 
