@@ -1,6 +1,8 @@
 package store
 
 import (
+	"encoding/json"
+	"errors"
 	"sync"
 
 	badger "github.com/dgraph-io/badger/v4"
@@ -28,13 +30,17 @@ import (
 // and read again, as a new c key's r key write does.
 //
 // What is deletable is decided when the child is stored. A space given a
-// retention later may delete children stored as never deleted: their
-// parents stay pinned, so a parent whose every child retention deleted
-// stays no head (and its r and y keys stay) where it would have become a
-// head again. Retention deletes the oldest first, so such a parent is
-// itself among the next to go; the cost is that it is not named by the
-// messages sent meanwhile. A Put racing a change of retention decides by
-// what it saw, with the same consequence at most.
+// retention later (its own, or the store's default when it is opened
+// again with one, or no longer exempt from its count) may delete children
+// stored as never deleted: their parents stay pinned, so a parent whose
+// every child retention deleted stays no head (and its r and y keys stay)
+// where it would have become a head again: new messages do not name it.
+// Retention deletes the oldest first, so that happens to a parent older
+// than its children (by their created_at) only when it is itself among
+// the next to go; a parent whose sender's clock was ahead of its
+// child's, or one in another space (a child may name one), may stay so
+// for good. A Put racing a change of retention decides by what it saw,
+// with the same consequence at most.
 
 // deletable reports whether m may be deleted as things stand: it expires,
 // or its space has a retention (its own, or the store's default).
@@ -47,6 +53,36 @@ func (s *Store) deletable(m *Message) bool {
 type retainedSpaces struct {
 	mu sync.RWMutex
 	m  map[protocol.ID]bool
+	// write is held by each change of a space's record that may change
+	// its retention (JoinSpace, SetRetention, LeaveSpace), from before its
+	// transaction until the set is made again from the record as
+	// committed (retainedFromRecord): two changes committed in one order
+	// are never recorded in the other, and one whose sync failed after
+	// its commit is recorded all the same.
+	write sync.Mutex
+}
+
+// retainedFromRecord sets whether space id has a retention of its own
+// from its record as committed. Under retained.write.
+func (s *Store) retainedFromRecord(id protocol.ID) {
+	var sp Space
+	err := s.db.View(func(txn *badger.Txn) error {
+		val, err := get(txn, spaceKey(id))
+		if err != nil {
+			return err
+		}
+		return json.Unmarshal(val, &sp)
+	})
+	switch {
+	case err == nil:
+		s.retained.set(id, !sp.Retention.IsZero())
+	case errors.Is(err, ErrNotFound):
+		s.retained.set(id, false)
+	default:
+		// Left as it was: Puts in the space decide by it until its next
+		// change (the exception above, at worst).
+		s.logger.Warn("store: read a space's retention back", "space", id, "err", err)
+	}
 }
 
 func (r *retainedSpaces) has(id protocol.ID) bool {

@@ -153,6 +153,8 @@ func (s *Store) JoinSpace(sp Space) (Space, bool, error) {
 		return Space{}, false, err
 	}
 	defer s.leave()
+	s.retained.write.Lock()
+	defer s.retained.write.Unlock()
 	var (
 		out     Space
 		created bool
@@ -174,10 +176,10 @@ func (s *Store) JoinSpace(sp Space) (Space, bool, error) {
 		return txn.Set(spaceKey(sp.ID), b)
 	})
 	s.spaces.forget(sp.ID)
+	s.retainedFromRecord(sp.ID)
 	if err != nil {
 		return Space{}, false, fmt.Errorf("store: join space %s: %w", sp.ID, err)
 	}
-	s.retained.set(out.ID, !out.Retention.IsZero())
 	return out, created, nil
 }
 
@@ -192,6 +194,8 @@ func (s *Store) SetRetention(id protocol.ID, r Retention) (Space, error) {
 		return Space{}, err
 	}
 	defer s.leave()
+	s.retained.write.Lock()
+	defer s.retained.write.Unlock()
 	var sp Space
 	err := s.update(func(txn *badger.Txn) error {
 		val, err := get(txn, spaceKey(id))
@@ -210,10 +214,10 @@ func (s *Store) SetRetention(id protocol.ID, r Retention) (Space, error) {
 		return txn.Set(spaceKey(id), b)
 	})
 	s.spaces.forget(id)
+	s.retainedFromRecord(id)
 	if err != nil {
 		return Space{}, fmt.Errorf("store: set retention of %s: %w", id, err)
 	}
-	s.retained.set(id, !r.IsZero())
 	return sp, nil
 }
 
@@ -265,6 +269,8 @@ func (s *Store) LeaveSpace(id protocol.ID) error {
 		return err
 	}
 	defer s.leave()
+	s.retained.write.Lock()
+	defer s.retained.write.Unlock()
 	err := s.update(func(txn *badger.Txn) error {
 		if _, err := get(txn, spaceKey(id)); err != nil {
 			return err
@@ -272,10 +278,10 @@ func (s *Store) LeaveSpace(id protocol.ID) error {
 		return txn.Delete(spaceKey(id))
 	})
 	s.spaces.forget(id)
+	s.retainedFromRecord(id)
 	if err != nil {
 		return fmt.Errorf("store: leave space %s: %w", id, err)
 	}
-	s.retained.set(id, false)
 	return nil
 }
 
