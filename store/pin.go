@@ -1,7 +1,6 @@
 package store
 
 import (
-	"encoding/json"
 	"errors"
 	"sync"
 
@@ -65,14 +64,7 @@ type retainedSpaces struct {
 // retainedFromRecord sets whether space id has a retention of its own
 // from its record as committed. Under retained.write.
 func (s *Store) retainedFromRecord(id protocol.ID) {
-	var sp Space
-	err := s.db.View(func(txn *badger.Txn) error {
-		val, err := get(txn, spaceKey(id))
-		if err != nil {
-			return err
-		}
-		return json.Unmarshal(val, &sp)
-	})
+	sp, err := s.readSpace(id)
 	switch {
 	case err == nil:
 		s.retained.set(id, !sp.Retention.IsZero())

@@ -285,6 +285,19 @@ func (s *Store) LeaveSpace(id protocol.ID) error {
 	return nil
 }
 
+// readSpace reads the record of joined space id, or ErrNotFound.
+func (s *Store) readSpace(id protocol.ID) (Space, error) {
+	var sp Space
+	err := s.db.View(func(txn *badger.Txn) error {
+		val, err := get(txn, spaceKey(id))
+		if err != nil {
+			return err
+		}
+		return json.Unmarshal(val, &sp)
+	})
+	return sp, err
+}
+
 // Space returns the joined space id, or ErrNotFound. Records are cached
 // in memory once read: the API looks its space up on every request.
 func (s *Store) Space(id protocol.ID) (Space, error) {
@@ -296,13 +309,7 @@ func (s *Store) Space(id protocol.ID) (Space, error) {
 	if ok {
 		return sp, nil
 	}
-	err := s.db.View(func(txn *badger.Txn) error {
-		val, err := get(txn, spaceKey(id))
-		if err != nil {
-			return err
-		}
-		return json.Unmarshal(val, &sp)
-	})
+	sp, err := s.readSpace(id)
 	if err != nil {
 		return Space{}, fmt.Errorf("store: space %s: %w", id, err)
 	}

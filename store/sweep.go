@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -270,14 +269,7 @@ func (s *Store) messageSpaces() ([]protocol.ID, error) {
 
 // spaceRetention returns the retention that applies to space.
 func (s *Store) spaceRetention(space protocol.ID) (Retention, error) {
-	var sp Space
-	err := s.db.View(func(txn *badger.Txn) error {
-		val, err := get(txn, spaceKey(space))
-		if err != nil {
-			return err
-		}
-		return json.Unmarshal(val, &sp)
-	})
+	sp, err := s.readSpace(space)
 	switch {
 	case errors.Is(err, ErrNotFound), err == nil && sp.Retention.IsZero():
 		return s.defaultRetention(space), nil
