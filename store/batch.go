@@ -101,7 +101,6 @@ type batchPlan struct {
 	i          int  // index in ms
 	referenced bool // a stored message names it in its Prev
 	skipped    skipped
-	pin        bool // never deleted (see deletable): pins its parents, no c keys
 	parents    []batchParent
 }
 
@@ -131,8 +130,8 @@ type batchAdded struct {
 // those within it, taking account of the other messages of the batch: one
 // that another written with it names is no head, in either order, and a
 // stored parent is unheaded once. A stored parent that a stored child
-// names already gets the new c key (or its pin, see pin.go) and its r key
-// again, once (it is no head: no tombstone).
+// names already gets the new c key and its r key again, once (it is no
+// head: no tombstone).
 func (s *Store) batchOnce(ms []Message, idx []int, q Quota, results []PutResult) error {
 	s.compact.wake()
 	// From before the reads, as in putOnce: no delete commits between
@@ -159,7 +158,7 @@ func (s *Store) batchOnce(ms []Message, idx []int, q Quota, results []PutResult)
 			continue
 		}
 		first[m.ID] = i
-		p := batchPlan{i: i, pin: !s.deletable(m)}
+		p := batchPlan{i: i}
 		// Each read only if the ID filters say maybe (idfilter.go).
 		if s.ids.mayBeStored(m.ID) {
 			e, err := readEntry(txn, m.ID)
@@ -253,7 +252,6 @@ func (s *Store) batchOnce(ms []Message, idx []int, q Quota, results []PutResult)
 		kept    = make([]batchPlan, 0, len(plans)) // within the quota: written
 		named   = make(map[protocol.ID]bool)       // new in the batch, named by a message written with it
 		linked  = make(map[protocol.ID]bool)       // stored parents whose r key is written in txn
-		pinned  = make(map[protocol.ID]bool)       // parents whose y key is written in txn
 	)
 	fail := func(err error) error {
 		s.commitMu.Unlock()
@@ -300,7 +298,7 @@ func (s *Store) batchOnce(ms []Message, idx []int, q Quota, results []PutResult)
 	}
 	for _, p := range kept {
 		m := ms[p.i]
-		a, err := s.writeBatched(txn, m, p, named, linked, pinned)
+		a, err := s.writeBatched(txn, m, p, named, linked)
 		if err != nil {
 			return fail(fmt.Errorf("put %s: %w", m.ID, err))
 		}
@@ -358,8 +356,8 @@ func (s *Store) batchOnce(ms []Message, idx []int, q Quota, results []PutResult)
 // writeBatched writes m's keys into txn under commitMu, as putOnce does,
 // given what was read of it (p), the new messages of the batch that one
 // written with them names (named: no heads) and the stored parents already
-// unheaded and referenced in txn (linked), and those pinned in txn (pinned).
-func (s *Store) writeBatched(txn *badger.Txn, m Message, p batchPlan, named, linked, pinned map[protocol.ID]bool) (batchAdded, error) {
+// unheaded and referenced in txn (linked).
+func (s *Store) writeBatched(txn *badger.Txn, m Message, p batchPlan, named, linked map[protocol.ID]bool) (batchAdded, error) {
 	a := batchAdded{head: !p.referenced && !named[m.ID]}
 	if a.head {
 		if err := txn.Set(headKey(m.Space, m.ID), nil); err != nil {
@@ -369,8 +367,7 @@ func (s *Store) writeBatched(txn *badger.Txn, m Message, p batchPlan, named, lin
 	for _, bp := range p.parents {
 		switch {
 		case linked[bp.id]:
-			// Its r key written in txn already: nothing but the c key
-			// or the pin.
+			// Its r key written in txn already: nothing but the c key.
 		case bp.referenced:
 			// Stored, no head, its r key there: written again, once per
 			// batch, as every Put of a child writes it: a delete that
@@ -395,7 +392,7 @@ func (s *Store) writeBatched(txn *badger.Txn, m Message, p batchPlan, named, lin
 				return a, fmt.Errorf("link parent %s: %w", bp.id, err)
 			}
 		}
-		if err := childLink(txn, bp.id, m.ID, p.pin, pinned); err != nil {
+		if err := txn.Set(childKey(bp.id, m.ID), nil); err != nil {
 			return a, fmt.Errorf("link parent %s: %w", bp.id, err)
 		}
 	}

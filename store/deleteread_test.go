@@ -169,7 +169,6 @@ func TestDeleteNotStarvedByPuts(t *testing.T) {
 	parent := syncTestMsg(sp, "parent")
 	old := syncTestMsg(sp, "old")
 	old.Prev = []protocol.ID{parent.ID}
-	old.Expires = 1 << 50 // deletable: a c key, no pin (pin.go)
 	for _, m := range []Message{parent, old} {
 		if _, _, err := s.Put(t.Context(), m); err != nil {
 			t.Fatal(err)

@@ -95,10 +95,8 @@ func checkAllKeys(t *testing.T, s *Store) {
 			if p == id || p.IsZero() || containsID(e.Prev[:i], p) {
 				continue
 			}
-			// A child that may be deleted has a c key; one never deleted
-			// may pin its parent instead (pin.go).
-			if !has(childKey(p, id)) && (e.Expires != 0 || !has(pinKey(p))) {
-				bad("%x: no child key under parent %x, and no pin", id[:4], p[:4])
+			if !has(childKey(p, id)) {
+				bad("%x: no child key under parent %x", id[:4], p[:4])
 			}
 		}
 		u := spaceUse[e.Space]
@@ -155,29 +153,12 @@ func checkAllKeys(t *testing.T, s *Store) {
 		}
 		childOf[p]++
 	}
-	pins := map[protocol.ID]bool{}
-	for _, k := range keys[prefixPin] {
-		p := protocol.ID(k[1:])
-		pins[p] = true
-		if !has(refKey(p)) {
-			bad("y key of %x without an r key", p[:4])
-		}
-		pinned := false
-		for _, r := range recs {
-			if r.e.Expires == 0 && slices.Contains(r.e.Prev, p) {
-				pinned = true
-			}
-		}
-		if !pinned {
-			bad("y key of %x: no stored message without expiry names it", p[:4])
-		}
-	}
 	refs := map[protocol.ID]bool{}
 	for _, k := range keys[prefixRef] {
 		p := protocol.ID(k[1:])
 		refs[p] = true
-		if childOf[p] == 0 && !pins[p] {
-			bad("r key of %x without any child key or pin (stored %v)", p[:4], recs[p].e.ID == p)
+		if childOf[p] == 0 {
+			bad("r key of %x without any child key (stored %v)", p[:4], recs[p].e.ID == p)
 		}
 	}
 	for p := range childOf {
@@ -274,11 +255,8 @@ func TestDeleteWindows(t *testing.T) {
 		del    []string                       // names deleted
 		during func(sp protocol.ID) []Message
 	}
-	// Every message may be deleted (it expires, far off): deletes here are
-	// made directly, and only such messages are ever deleted (pin.go).
 	m := func(sp protocol.ID, name string, prev ...string) Message {
 		x := syncTestMsg(sp, name)
-		x.Expires = 1 << 50
 		for _, p := range prev {
 			x.Prev = append(x.Prev, protocol.MessageID([]byte(p)))
 		}
@@ -307,82 +285,64 @@ func TestDeleteWindows(t *testing.T) {
 			func(sp protocol.ID) []Message { return []Message{m(sp, "y", "p")} }},
 	}
 	for _, c := range cases {
-		for _, kind := range []string{"deletable", "pinning"} {
-			during := c.during
-			if kind == "pinning" {
-				// The messages put meanwhile that are not deleted never
-				// expire: they pin their parents instead of c keys.
-				during = func(sp protocol.ID) []Message {
-					ms := c.during(sp)
-					for i := range ms {
-						if !slices.Contains(c.del, string(ms[i].Raw)) {
-							ms[i].Expires = 0
-						}
+		for _, way := range []string{"relayed", "durable", "batch"} {
+			t.Run(fmt.Sprint(c.name, "/", way), func(t *testing.T) {
+				clock := int64(1)
+				s := openSweepTest(t, &clock)
+				sp := protocol.MessageID([]byte("space"))
+				for _, x := range c.stored(sp) {
+					if _, _, err := s.PutRelayed(t.Context(), x, Quota{}); err != nil {
+						t.Fatal(err)
 					}
-					return ms
 				}
-			}
-			c := c
-			c.during = during
-			for _, way := range []string{"relayed", "durable", "batch"} {
-				t.Run(fmt.Sprint(c.name, "/", kind, "/", way), func(t *testing.T) {
-					clock := int64(1)
-					s := openSweepTest(t, &clock)
-					sp := protocol.MessageID([]byte("space"))
-					for _, x := range c.stored(sp) {
-						if _, _, err := s.PutRelayed(t.Context(), x, Quota{}); err != nil {
-							t.Fatal(err)
-						}
+				if _, err := s.Heads(sp); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := s.Count(sp); err != nil {
+					t.Fatal(err)
+				}
+				attempts := 0
+				s.afterDeleteRead = func([]protocol.ID) {
+					attempts++
+					if attempts > 1 {
+						return
 					}
-					if _, err := s.Heads(sp); err != nil {
-						t.Fatal(err)
-					}
-					if _, err := s.Count(sp); err != nil {
-						t.Fatal(err)
-					}
-					attempts := 0
-					s.afterDeleteRead = func([]protocol.ID) {
-						attempts++
-						if attempts > 1 {
-							return
-						}
-						done := make(chan error, 1)
-						go func() {
-							var err error
-							for _, x := range c.during(sp) {
-								switch way {
-								case "relayed":
-									_, _, err = s.PutRelayed(t.Context(), x, Quota{})
-								case "durable":
-									_, _, err = s.PutWithin(t.Context(), x, Quota{})
-								}
+					done := make(chan error, 1)
+					go func() {
+						var err error
+						for _, x := range c.during(sp) {
+							switch way {
+							case "relayed":
+								_, _, err = s.PutRelayed(t.Context(), x, Quota{})
+							case "durable":
+								_, _, err = s.PutWithin(t.Context(), x, Quota{})
 							}
-							if way == "batch" {
-								_, err = s.PutBatch(t.Context(), c.during(sp), Quota{})
-							}
-							done <- err
-						}()
-						if err := <-done; err != nil {
-							t.Error(err)
 						}
+						if way == "batch" {
+							_, err = s.PutBatch(t.Context(), c.during(sp), Quota{})
+						}
+						done <- err
+					}()
+					if err := <-done; err != nil {
+						t.Error(err)
 					}
-					var ids []protocol.ID
-					for _, d := range c.del {
-						ids = append(ids, protocol.MessageID([]byte(d)))
-					}
-					if _, err := s.deleteMessages(ids); err != nil {
-						t.Fatal(err)
-					}
-					t.Logf("%d attempts", attempts)
-					checkAllKeys(t, s)
-					truth := headsTruth(t, s)[sp]
-					cached, _ := s.Heads(sp)
-					disk, _ := s.readHeads(sp)
-					if !slices.Equal(cached, truth) || !slices.Equal(disk, truth) {
-						t.Errorf("heads: cached %v disk %v truth %v", notIn(cached, nil), notIn(disk, nil), notIn(truth, nil))
-					}
-				})
-			}
+				}
+				var ids []protocol.ID
+				for _, d := range c.del {
+					ids = append(ids, protocol.MessageID([]byte(d)))
+				}
+				if _, err := s.deleteMessages(ids); err != nil {
+					t.Fatal(err)
+				}
+				t.Logf("%d attempts", attempts)
+				checkAllKeys(t, s)
+				truth := headsTruth(t, s)[sp]
+				cached, _ := s.Heads(sp)
+				disk, _ := s.readHeads(sp)
+				if !slices.Equal(cached, truth) || !slices.Equal(disk, truth) {
+					t.Errorf("heads: cached %v disk %v truth %v", notIn(cached, nil), notIn(disk, nil), notIn(truth, nil))
+				}
+			})
 		}
 	}
 }

@@ -99,9 +99,7 @@ func headsStress(t *testing.T, seed int, deletes bool) {
 	ms := make([]Message, n)
 	for i := range ms {
 		sp := spaces[r.IntN(2)]
-		// Deletable (expiring, far off): these are the messages deleted
-		// below; the senders' never are, and pin their parents (pin.go).
-		m := Message{ID: protocol.MessageID([]byte(fmt.Sprint(seed, "m", i))), Space: sp, Raw: []byte(fmt.Sprint("m", i)), Time: int64(i), Expires: 1 << 50}
+		m := Message{ID: protocol.MessageID([]byte(fmt.Sprint(seed, "m", i))), Space: sp, Raw: []byte(fmt.Sprint("m", i)), Time: int64(i)}
 		for k := r.IntN(4); k > 0 && i > 0; k-- {
 			m.Prev = append(m.Prev, ms[max(0, i-1-r.IntN(min(i, 8)))].ID)
 		}

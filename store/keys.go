@@ -25,12 +25,7 @@ import (
 //	                   whose values must be smaller than 1 MiB.
 //	i space seq      → message id; the space's order index, read by cursors
 //	h space id       → empty; id is a head of space (no stored message names it in Prev)
-//	c parent child   → empty; child names parent in its Prev (children index),
-//	                   written only for a child that may be deleted (see
-//	                   deletable); read by deletes only
-//	y parent         → empty; a child that is never deleted (no expiry, its
-//	                   space without retention when it was stored) names
-//	                   parent: parent keeps a child for good (see pin.go)
+//	c parent child   → empty; child names parent in its Prev (children index)
 //	r parent         → empty; some stored message names parent in its Prev.
 //	                   Read with Get by parent's own Put (when the ID filter of
 //	                   reference keys says it may be there, see idfilter.go) so
@@ -81,7 +76,6 @@ const (
 	prefixOrder   byte = 'i'
 	prefixHead    byte = 'h'
 	prefixChild   byte = 'c'
-	prefixPin     byte = 'y'
 	prefixRef     byte = 'r'
 	prefixReply   byte = 'x'
 	prefixTime    byte = 't'
@@ -136,7 +130,6 @@ func dataKey(id protocol.ID, chunk int) []byte {
 	return append(idKey(prefixData, id), byte(chunk))
 }
 func refKey(parent protocol.ID) []byte          { return idKey(prefixRef, parent) }
-func pinKey(parent protocol.ID) []byte          { return idKey(prefixPin, parent) }
 func spaceKey(id protocol.ID) []byte            { return idKey(prefixSpace, id) }
 func headKey(space, id protocol.ID) []byte      { return pairKey(prefixHead, space, id) }
 func childKey(parent, child protocol.ID) []byte { return pairKey(prefixChild, parent, child) }

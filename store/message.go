@@ -182,7 +182,6 @@ func (s *Store) putOnce(m Message, q Quota) (Entry, bool, error) {
 		}
 	}
 	var unheaded []headRef // stored parents that stop being heads
-	pin := !s.deletable(&m)
 	heads := s.cachedHeads(m.Space, m.Prev)
 	for i, p := range m.Prev {
 		if p == m.ID || p.IsZero() || containsID(m.Prev[:i], p) {
@@ -192,13 +191,13 @@ func (s *Store) putOnce(m Message, q Quota) (Entry, bool, error) {
 			// A head of m's space in the cache: stored there, its Put
 			// done, so no concurrent Put of it to conflict with (see
 			// cachedHeads).
-			if err := s.unheadParent(txn, m.Space, p, m.ID, pin); err != nil {
+			if err := s.unheadParent(txn, m.Space, p, m.ID); err != nil {
 				return Entry{}, false, fmt.Errorf("store: put %s: link parent %s: %w", m.ID, p, err)
 			}
 			unheaded = append(unheaded, headRef{m.Space, p})
 			continue
 		}
-		space, err := s.linkParent(txn, p, m.ID, pin)
+		space, err := s.linkParent(txn, p, m.ID)
 		if err != nil {
 			return Entry{}, false, fmt.Errorf("store: put %s: link parent %s: %w", m.ID, p, err)
 		}
@@ -392,10 +391,9 @@ func (s *Store) cachedHeads(space protocol.ID, ids []protocol.ID) []bool {
 	return out
 }
 
-// linkParent records in txn that child names parent in its Prev (pin: the
-// child is never deleted, see deletable). If parent is stored, it stops
-// being a head, and its space is returned.
-func (s *Store) linkParent(txn *badger.Txn, parent, child protocol.ID, pin bool) (protocol.ID, error) {
+// linkParent records in txn that child names parent in its Prev. If parent
+// is stored, it stops being a head, and its space is returned.
+func (s *Store) linkParent(txn *badger.Txn, parent, child protocol.ID) (protocol.ID, error) {
 	var space protocol.ID
 	val, err := get(txn, messageKey(parent))
 	switch {
@@ -404,11 +402,11 @@ func (s *Store) linkParent(txn *badger.Txn, parent, child protocol.ID, pin bool)
 		if err != nil {
 			return space, err
 		}
-		return space, s.unheadParent(txn, space, parent, child, pin)
+		return space, s.unheadParent(txn, space, parent, child)
 	case !errors.Is(err, ErrNotFound):
 		return space, err
 	}
-	if err := childLink(txn, parent, child, pin, nil); err != nil {
+	if err := txn.Set(childKey(parent, child), nil); err != nil {
 		return space, err
 	}
 	return space, txn.Set(refKey(parent), nil)
@@ -416,11 +414,11 @@ func (s *Store) linkParent(txn *badger.Txn, parent, child protocol.ID, pin bool)
 
 // unheadParent records in txn that child names parent, a stored message
 // of space: it stops being a head.
-func (s *Store) unheadParent(txn *badger.Txn, space, parent, child protocol.ID, pin bool) error {
+func (s *Store) unheadParent(txn *badger.Txn, space, parent, child protocol.ID) error {
 	if err := txn.Delete(headKey(space, parent)); err != nil {
 		return err
 	}
-	if err := childLink(txn, parent, child, pin, nil); err != nil {
+	if err := txn.Set(childKey(parent, child), nil); err != nil {
 		return err
 	}
 	return txn.Set(refKey(parent), nil)

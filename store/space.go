@@ -153,8 +153,6 @@ func (s *Store) JoinSpace(sp Space) (Space, bool, error) {
 		return Space{}, false, err
 	}
 	defer s.leave()
-	s.retained.write.Lock()
-	defer s.retained.write.Unlock()
 	var (
 		out     Space
 		created bool
@@ -176,7 +174,6 @@ func (s *Store) JoinSpace(sp Space) (Space, bool, error) {
 		return txn.Set(spaceKey(sp.ID), b)
 	})
 	s.spaces.forget(sp.ID)
-	s.retainedFromRecord(sp.ID)
 	if err != nil {
 		return Space{}, false, fmt.Errorf("store: join space %s: %w", sp.ID, err)
 	}
@@ -194,8 +191,6 @@ func (s *Store) SetRetention(id protocol.ID, r Retention) (Space, error) {
 		return Space{}, err
 	}
 	defer s.leave()
-	s.retained.write.Lock()
-	defer s.retained.write.Unlock()
 	var sp Space
 	err := s.update(func(txn *badger.Txn) error {
 		val, err := get(txn, spaceKey(id))
@@ -214,7 +209,6 @@ func (s *Store) SetRetention(id protocol.ID, r Retention) (Space, error) {
 		return txn.Set(spaceKey(id), b)
 	})
 	s.spaces.forget(id)
-	s.retainedFromRecord(id)
 	if err != nil {
 		return Space{}, fmt.Errorf("store: set retention of %s: %w", id, err)
 	}
@@ -269,8 +263,6 @@ func (s *Store) LeaveSpace(id protocol.ID) error {
 		return err
 	}
 	defer s.leave()
-	s.retained.write.Lock()
-	defer s.retained.write.Unlock()
 	err := s.update(func(txn *badger.Txn) error {
 		if _, err := get(txn, spaceKey(id)); err != nil {
 			return err
@@ -278,24 +270,10 @@ func (s *Store) LeaveSpace(id protocol.ID) error {
 		return txn.Delete(spaceKey(id))
 	})
 	s.spaces.forget(id)
-	s.retainedFromRecord(id)
 	if err != nil {
 		return fmt.Errorf("store: leave space %s: %w", id, err)
 	}
 	return nil
-}
-
-// readSpace reads the record of joined space id, or ErrNotFound.
-func (s *Store) readSpace(id protocol.ID) (Space, error) {
-	var sp Space
-	err := s.db.View(func(txn *badger.Txn) error {
-		val, err := get(txn, spaceKey(id))
-		if err != nil {
-			return err
-		}
-		return json.Unmarshal(val, &sp)
-	})
-	return sp, err
 }
 
 // Space returns the joined space id, or ErrNotFound. Records are cached
@@ -309,7 +287,13 @@ func (s *Store) Space(id protocol.ID) (Space, error) {
 	if ok {
 		return sp, nil
 	}
-	sp, err := s.readSpace(id)
+	err := s.db.View(func(txn *badger.Txn) error {
+		val, err := get(txn, spaceKey(id))
+		if err != nil {
+			return err
+		}
+		return json.Unmarshal(val, &sp)
+	})
 	if err != nil {
 		return Space{}, fmt.Errorf("store: space %s: %w", id, err)
 	}

@@ -129,8 +129,6 @@ type Store struct {
 
 	ids *idFilters // which IDs may have a record or a reference key (idfilter.go)
 
-	retained retainedSpaces // joined spaces with a retention of their own (pin.go)
-
 	syncer  *syncer     // group sync (see syncer.go); nil in memory
 	commits commitQueue // group commit of durable Puts (see commitq.go)
 
@@ -200,15 +198,6 @@ func Open(opts Options) (*Store, error) {
 		cancel()
 		_ = db.Close()
 		return nil, fmt.Errorf("store: open: %w", err)
-	}
-	own, err := s.ownRetentions()
-	if err != nil {
-		cancel()
-		_ = db.Close()
-		return nil, fmt.Errorf("store: open: %w", err)
-	}
-	for id := range own {
-		s.retained.set(id, true)
 	}
 	if s.syncer != nil {
 		syncEvery := opts.SyncInterval

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -269,7 +270,14 @@ func (s *Store) messageSpaces() ([]protocol.ID, error) {
 
 // spaceRetention returns the retention that applies to space.
 func (s *Store) spaceRetention(space protocol.ID) (Retention, error) {
-	sp, err := s.readSpace(space)
+	var sp Space
+	err := s.db.View(func(txn *badger.Txn) error {
+		val, err := get(txn, spaceKey(space))
+		if err != nil {
+			return err
+		}
+		return json.Unmarshal(val, &sp)
+	})
 	switch {
 	case errors.Is(err, ErrNotFound), err == nil && sp.Retention.IsZero():
 		return s.defaultRetention(space), nil
@@ -562,7 +570,7 @@ func (s *Store) readDelete(txn *badger.Txn, ids []protocol.ID) (deletePlan, erro
 		if err != nil {
 			return p, fmt.Errorf("parent %s: %w", par, err)
 		}
-		if ref.referenced && !ref.pinned {
+		if ref.referenced {
 			p.orphans = append(p.orphans, par)
 			if !ref.space.IsZero() {
 				p.d.restored = append(p.d.restored, headRef{ref.space, par})
@@ -634,17 +642,14 @@ func (s *Store) commitDelete(txn *badger.Txn, p deletePlan) (deletion, error) {
 // orphanRef is what readOrphan read of a parent left without children.
 type orphanRef struct {
 	referenced bool        // its r key is there (to delete)
-	pinned     bool        // its y key is there: it keeps a child for good (pin.go)
 	space      protocol.ID // its space if it is stored and stays (a head again); zero if not
 }
 
-// readOrphan reads parent, left without children by a delete of gone (as
-// its c keys tell): whether its r key is there (the delete drops it),
-// whether it is pinned by a child never deleted (then it keeps that
-// child: nothing changes) and, if not, whether it is stored and not
-// deleted with them (it becomes a head again). Reading the r and y keys
-// makes a child Put concurrently (writing them) conflict, and reading its
-// record a Put of it.
+// readOrphan reads parent, left without children by a delete of gone:
+// whether its r key is there (the delete drops it) and, if so, whether it
+// is stored and not deleted with them (it becomes a head again). Reading
+// the r key makes a child Put concurrently (writing it) conflict, and
+// reading its record a Put of it.
 func readOrphan(txn *badger.Txn, parent protocol.ID, gone map[protocol.ID]bool) (orphanRef, error) {
 	var ref orphanRef
 	if _, err := get(txn, refKey(parent)); err != nil {
@@ -654,13 +659,6 @@ func readOrphan(txn *badger.Txn, parent protocol.ID, gone map[protocol.ID]bool) 
 		return ref, err
 	}
 	ref.referenced = true
-	switch _, err := get(txn, pinKey(parent)); {
-	case err == nil:
-		ref.pinned = true
-		return ref, nil
-	case !errors.Is(err, ErrNotFound):
-		return ref, err
-	}
 	if gone[parent] {
 		return ref, nil
 	}
