@@ -141,8 +141,9 @@ func (f *idFilters) scan(ctx context.Context, db *badger.DB) error {
 	return nil
 }
 
-// scanChunk is how many keys one read transaction of scan reads.
-const scanChunk = 16384
+// scanChunk is how many keys one read transaction of scan reads (a
+// variable for tests).
+var scanChunk = 16384
 
 // idFilter is a set of IDs that may say maybe for an ID it was not given
 // (about 1% of them per segment) but never no for one it was: a blocked

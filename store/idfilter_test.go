@@ -2,6 +2,7 @@ package store
 
 import (
 	"crypto/rand"
+	"fmt"
 	"hash/maphash"
 	"sync"
 	"testing"
@@ -239,4 +240,52 @@ func TestIDFiltersRecheck(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestIDFiltersScanResumes: the scan at Open reads in short transactions,
+// each resuming where the one before stopped; with transactions of 7 keys
+// every stored message and every named parent is in the filters after
+// it, and a message put again is not stored twice.
+func TestIDFiltersScanResumes(t *testing.T) {
+	defer func(n int) { scanChunk = n }(scanChunk)
+	scanChunk = 7
+	dir := t.TempDir()
+	s, err := Open(Options{Dir: dir, SweepInterval: -1, GCInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := protocol.MessageID([]byte("space"))
+	var ms []Message
+	for i := range 100 {
+		m := syncTestMsg(sp, fmt.Sprint("m", i))
+		m.Prev = []protocol.ID{protocol.MessageID([]byte(fmt.Sprint("parent", i)))}
+		ms = append(ms, m)
+	}
+	if _, err := s.PutBatch(t.Context(), ms, Quota{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(Options{Dir: dir, SweepInterval: -1, GCInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	waitFiltersReady(t, s)
+	for _, m := range ms {
+		if !s.ids.mayBeStored(m.ID) || !s.ids.mayBeNamed(m.Prev[0]) {
+			t.Fatalf("%s or its parent is not in the filters after the scan", m.Raw)
+		}
+	}
+	res, err := s.PutBatch(t.Context(), ms, Quota{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		if r.Added {
+			t.Fatalf("%s stored twice", r.Entry.Raw)
+		}
+	}
+	checkAllKeys(t, s)
 }
