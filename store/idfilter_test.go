@@ -89,34 +89,40 @@ func waitFiltersReady(t *testing.T, s *Store) {
 	waitFor(t, s.ids.ready.Load)
 }
 
-// TestIDFiltersScanAtOpen: a store opened again fills its filters from
-// what it holds: a message stored there and a parent a stored message
-// names are maybe; a Put of the one is no new message and, of the
-// other, no head.
-func TestIDFiltersScanAtOpen(t *testing.T) {
+// reopenedWith stores ms in a new store on disk, closes it and returns it
+// opened again with its ID filters scanned (closed when t ends).
+func reopenedWith(t *testing.T, ms []Message) *Store {
+	t.Helper()
 	dir := t.TempDir()
 	s, err := Open(Options{Dir: dir, SweepInterval: -1, GCInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sp := protocol.MessageID([]byte("space"))
-	parent := syncTestMsg(sp, "parent")
-	child := syncTestMsg(sp, "child")
-	child.Prev = []protocol.ID{parent.ID}
-	other := syncTestMsg(sp, "other")
-	if _, err := s.PutBatch(t.Context(), []Message{child, other}, Quota{}); err != nil {
+	if _, err := s.PutBatch(t.Context(), ms, Quota{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-
-	s, err = Open(Options{Dir: dir, SweepInterval: -1, GCInterval: -1})
-	if err != nil {
+	if s, err = Open(Options{Dir: dir, SweepInterval: -1, GCInterval: -1}); err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	t.Cleanup(func() { s.Close() })
 	waitFiltersReady(t, s)
+	return s
+}
+
+// TestIDFiltersScanAtOpen: a store opened again fills its filters from
+// what it holds: a message stored there and a parent a stored message
+// names are maybe; a Put of the one is no new message and, of the
+// other, no head.
+func TestIDFiltersScanAtOpen(t *testing.T) {
+	sp := protocol.MessageID([]byte("space"))
+	parent := syncTestMsg(sp, "parent")
+	child := syncTestMsg(sp, "child")
+	child.Prev = []protocol.ID{parent.ID}
+	other := syncTestMsg(sp, "other")
+	s := reopenedWith(t, []Message{child, other})
 	for _, m := range []Message{child, other} {
 		if !s.ids.mayBeStored(m.ID) {
 			t.Errorf("%s is stored, and its filter says no", m.Raw)
@@ -249,11 +255,6 @@ func TestIDFiltersRecheck(t *testing.T) {
 func TestIDFiltersScanResumes(t *testing.T) {
 	defer func(n int) { scanChunk = n }(scanChunk)
 	scanChunk = 7
-	dir := t.TempDir()
-	s, err := Open(Options{Dir: dir, SweepInterval: -1, GCInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
 	sp := protocol.MessageID([]byte("space"))
 	var ms []Message
 	for i := range 100 {
@@ -261,18 +262,7 @@ func TestIDFiltersScanResumes(t *testing.T) {
 		m.Prev = []protocol.ID{protocol.MessageID([]byte(fmt.Sprint("parent", i)))}
 		ms = append(ms, m)
 	}
-	if _, err := s.PutBatch(t.Context(), ms, Quota{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s, err = Open(Options{Dir: dir, SweepInterval: -1, GCInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	waitFiltersReady(t, s)
+	s := reopenedWith(t, ms)
 	for _, m := range ms {
 		if !s.ids.mayBeStored(m.ID) || !s.ids.mayBeNamed(m.Prev[0]) {
 			t.Fatalf("%s or its parent is not in the filters after the scan", m.Raw)
