@@ -710,32 +710,24 @@ func benchPage(ctx context.Context, b *bench, r *pageResult) error {
 		return err
 	}
 	t := time.Now()
-	if r.Settled, err = quiet(ctx, d.pid(), settleMin, settleMax); err != nil {
+	if r.Settled, err = quiet(ctx, d.pid(), settleMax); err != nil {
 		return err
 	}
 	r.SettleS = round(time.Since(t).Seconds(), 1)
 	return reads(&r.SettledStart, &r.SettledMiddle, &r.SettledTail)
 }
 
-// settleMin and settleMax bound how long the page scenario waits for its
-// daemon to go quiet before it reads again. At least settleMin: a store
-// that has had no write for 5 s compacts its level 0 before it parks
-// Badger's compactors (store/compactidle.go), which a space written over
-// days has had time to do; a daemon can look idle before that starts.
-const (
-	settleMin = 8 * time.Second
-	settleMax = 2 * time.Minute
-)
+// settleMax bounds how long the page scenario waits for its daemon to go
+// quiet before it reads again.
+const settleMax = 2 * time.Minute
 
 // quiet waits until the process pid has used under 2 % of a core over a
 // second (its background work, Badger's flushes and compactions, done),
-// but at least least, reporting true, or for at most limit (false).
-// Where the process's CPU cannot be read (no /proc), it does not wait:
-// false.
-func quiet(ctx context.Context, pid int, least, limit time.Duration) (bool, error) {
+// reporting true, or for at most limit (false). Where the process's CPU
+// cannot be read (no /proc), it does not wait: false.
+func quiet(ctx context.Context, pid int, limit time.Duration) (bool, error) {
 	const window = time.Second
-	start := time.Now()
-	deadline := start.Add(limit)
+	deadline := time.Now().Add(limit)
 	last, err := procCPU(pid)
 	if err != nil {
 		return false, nil
@@ -750,7 +742,7 @@ func quiet(ctx context.Context, pid int, least, limit time.Duration) (bool, erro
 		if err != nil {
 			return false, nil
 		}
-		if now-last < window/50 && time.Since(start) >= least {
+		if now-last < window/50 {
 			return true, nil
 		}
 		last = now
